@@ -1,0 +1,37 @@
+# Two set-up commands: `make book` and `make test`. Both create .venv when it is missing.
+PY      ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+NLTK_DIR := $(abspath ../shared/data/nltk_data)
+ifneq ($(wildcard $(NLTK_DIR)),)
+export NLTK_DATA := $(NLTK_DIR)
+endif
+
+.PHONY: install test book reproduce bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check "torch>=2.6,<2.15" 2>&1 | grep -v "is ignored" || true
+	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev,book]" 2>&1 | grep -v "is ignored" || true
+	$(BIN)/python -c "import mrtpo, trl, torch" 
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+book: $(STAMP)
+	$(BIN)/python -m mrtpo.book build
+
+reproduce: $(STAMP)
+	$(BIN)/python -m mrtpo.book build --force
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/step_cost.py
+
+clean:
+	rm -rf _build book/executed
