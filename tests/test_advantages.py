@@ -1,0 +1,189 @@
+"""Properties of the advantage math (PAPER.md §2–3), asserted on values."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrtpo.advantages import (
+    beta_at,
+    gdpo_advantages,
+    group_normalize,
+    grpo_advantages,
+    replay_needed,
+    saw_weights,
+    shuffle_positions,
+    token_advantages,
+    token_weights,
+    uniform_weights,
+)
+
+
+@st.composite
+def batches(draw, max_groups=4, max_k=4, max_t=12):
+    """Random rewards (binary or graded, some groups constant), relevance and ragged masks."""
+    G = draw(st.integers(2, 4))
+    n = draw(st.integers(1, max_groups))
+    K = draw(st.integers(1, max_k))
+    T = draw(st.integers(1, max_t))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    B = G * n
+    if draw(st.booleans()):
+        rewards = torch.randint(0, 2, (B, K), generator=g).float()
+    else:
+        rewards = torch.rand(B, K, generator=g)
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    mask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    q = torch.rand(B, K, T, generator=g) * (torch.rand(B, K, 1, generator=g) > 0.2)  # some profiles all zero
+    beta = draw(st.floats(0.0, 1.0))
+    return rewards, q, mask, beta, G
+
+
+def token_mean(adv, mask):
+    return (adv * mask).sum(-1) / mask.sum(-1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches())
+def test_weights_have_unit_token_mean(batch):
+    _, q, mask, beta, _ = batch
+    w = token_weights(q, mask, beta)
+    means = (w * mask.unsqueeze(1)).sum(-1) / mask.sum(-1, keepdim=True)
+    assert torch.allclose(means, torch.ones_like(means), atol=1e-5)
+    assert (w[mask.unsqueeze(1).expand_as(w) == 0] == 0).all()
+    assert (w[mask.unsqueeze(1).expand_as(w) == 1] >= 1 - beta - 1e-6).all()  # every token keeps (1 - beta)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(), st.booleans())
+def test_token_mean_is_gdpo_advantage(batch, bound):
+    rewards, q, mask, beta, G = batch
+    A_k, A = gdpo_advantages(rewards, G)
+    adv, stats = token_advantages(A_k, token_weights(q, mask, beta), mask, bound=bound)
+    # without the bound, S = 0 everywhere makes R / (0 + eps) large: compare relative to the magnitude
+    tol = 1e-4 * max(1.0, float(adv.abs().max()))
+    assert torch.allclose(token_mean(adv, mask), A, atol=tol)
+    assert 0.0 <= stats["s"] <= 1.0
+    assert torch.isfinite(adv).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches())
+def test_bound_caps_second_moment_at_twice_uniform(batch):
+    rewards, q, mask, beta, G = batch
+    A_k, A = gdpo_advantages(rewards, G)
+    adv, stats = token_advantages(A_k, token_weights(q, mask, 1.0), mask, bound=True)
+    uniform_moment = (A**2 * mask.sum(-1)).sum()
+    assert (adv**2).sum() <= 2 * uniform_moment * (1 + 1e-4) + 1e-6
+    if stats["moment_ratio"] > 1:
+        assert stats["s"] < 1
+
+
+def test_bound_is_active_and_beta_cancels():
+    """PAPER.md §6.2: when the bound is active, s * beta * R1 = sqrt(A/B1) R1, so beta and 2*beta deliver the same."""
+    g = torch.Generator().manual_seed(0)
+    G, K, T = 4, 3, 20
+    rewards = torch.randint(0, 2, (16, K), generator=g).float()
+    mask = torch.ones(16, T)
+    q = torch.zeros(16, K, T)
+    q[..., 3] = 1.0  # all the shift on one token: a large reallocation, so the bound binds for both betas
+    A_k, _ = gdpo_advantages(rewards, G)
+    adv1, st1 = token_advantages(A_k, token_weights(q, mask, 0.4), mask)
+    adv2, st2 = token_advantages(A_k, token_weights(q, mask, 0.8), mask)
+    assert st1["s"] < 1 and st2["s"] < 1
+    assert math.isclose(st1["s"], 2 * st2["s"], rel_tol=1e-5)
+    assert torch.allclose(adv1, adv2, atol=1e-5)
+
+
+def test_qbar_zero_gives_gdpo_exactly():
+    g = torch.Generator().manual_seed(1)
+    rewards = torch.randint(0, 2, (8, 3), generator=g).float()
+    mask = torch.ones(8, 5)
+    mask[0, 2:] = 0
+    A_k, A = gdpo_advantages(rewards, 4)
+    w = token_weights(torch.zeros(8, 3, 5), mask, 0.5)
+    assert torch.equal(w, mask.unsqueeze(1).expand(-1, 3, -1))
+    adv, stats = token_advantages(A_k, w, mask)
+    assert torch.equal(adv, A.unsqueeze(1) * mask)
+    assert stats["frac_qbar_zero"] == 1.0 and stats["s"] == 1.0
+
+
+def test_zero_group_std_gives_zero_advantage_and_no_replay():
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 0.0], [1.0, 1.0]])  # reward 0 constant in the group
+    A_k, _ = gdpo_advantages(rewards, 4)
+    assert torch.equal(A_k[:, 0], torch.zeros(4))
+    assert replay_needed(rewards, 4).tolist() == [[False, True]] * 4
+
+
+def test_nan_rewards_are_not_replayed_and_unscorable_get_zero():
+    rewards = torch.tensor([[1.0, float("nan")], [0.0, float("nan")], [float("nan"), float("nan")], [1.0, float("nan")]])
+    need = replay_needed(rewards, 4)
+    assert need[:, 1].sum() == 0 and need[2, 0] == False  # noqa: E712
+    A_k, A = gdpo_advantages(rewards, 4)
+    assert A[2] == 0
+    adv, _ = token_advantages(A_k, token_weights(torch.rand(4, 2, 3), torch.ones(4, 3), 0.5), torch.ones(4, 3))
+    assert torch.equal(adv[2], torch.zeros(3)) and torch.isfinite(adv).all()
+
+
+def test_group_normalize_and_grpo_values():
+    r = torch.tensor([1.0, 0.0, 0.0, 1.0, 3.0, 3.0, 3.0, 3.0])
+    out = group_normalize(r, 4)
+    std = torch.tensor([1.0, 0, 0, 1]).std()
+    assert torch.allclose(out[:4], (torch.tensor([1.0, 0, 0, 1]) - 0.5) / (std + 1e-4))
+    assert torch.equal(out[4:], torch.zeros(4))
+    # GRPO sums first: (format right, match wrong) and the reverse get the same advantage
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    A = grpo_advantages(rewards, 4)
+    assert A[0] == A[1] and A[2] > 0 > A[3]
+
+
+def test_shuffled_keeps_each_responses_weights_multiset():
+    g = torch.Generator().manual_seed(2)
+    mask = torch.ones(4, 7)
+    mask[1, 4:] = 0
+    w = token_weights(torch.rand(4, 3, 7, generator=g), mask, 0.5)
+    ws = shuffle_positions(w, mask, torch.Generator().manual_seed(3))
+    assert not torch.equal(ws, w)
+    for j in range(4):
+        for k in range(3):
+            assert torch.equal(ws[j, k].sort().values, w[j, k].sort().values)
+    assert (ws[1, :, 4:] == 0).all()
+
+
+def test_joint_with_identical_profiles_equals_per_reward():
+    g = torch.Generator().manual_seed(4)
+    rewards = torch.randint(0, 2, (8, 3), generator=g).float()
+    mask = torch.ones(8, 6)
+    profile = torch.rand(8, 1, 6, generator=g)
+    A_k, _ = gdpo_advantages(rewards, 4)
+    joint, _ = token_advantages(A_k, token_weights(profile, mask, 0.5), mask)
+    per_reward, _ = token_advantages(A_k, token_weights(profile.expand(-1, 3, -1), mask, 0.5), mask)
+    assert torch.allclose(joint, per_reward, atol=1e-6)
+
+
+def test_uniform_weights_reproduce_gdpo():
+    g = torch.Generator().manual_seed(5)
+    rewards = torch.rand(12, 4, generator=g)
+    mask = (torch.rand(12, 9, generator=g) > 0.3).float()
+    mask[:, 0] = 1
+    A_k, A = gdpo_advantages(rewards, 3)
+    adv, stats = token_advantages(A_k, uniform_weights(mask, 4), mask)
+    assert torch.equal(adv, A.unsqueeze(1) * mask)
+    assert stats["moment_ratio"] == 0.0
+
+
+def test_beta_warmup_smoothstep():
+    assert beta_at(0) == 0.0
+    assert beta_at(5, 0.5, 10) == pytest.approx(0.5 * (3 * 0.25 - 2 * 0.125))
+    assert beta_at(10) == 0.5 and beta_at(1000, 0.25) == 0.25
+    assert beta_at(3, 0.5, 0) == 0.5
+
+
+def test_saw_weights():
+    rewards = torch.tensor([[1.0, 0.5], [1.0, 0.4], [1.0, 0.6], [1.0, 0.5]])
+    w = saw_weights(rewards)
+    assert w[0] == 0 and w[1] == pytest.approx(2.0)
+    assert torch.equal(saw_weights(torch.ones(4, 3)), torch.ones(3))

@@ -1,0 +1,78 @@
+"""JS relevance and context pairs."""
+
+import math
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrtpo.contexts import SECTION_HEADER, build_contexts
+from mrtpo.relevance import concentration, js_relevance
+
+
+def test_identical_logits_give_zero_and_disjoint_give_one():
+    logits = torch.randn(2, 5, 11)
+    assert torch.allclose(js_relevance(logits, logits.clone()), torch.zeros(2, 5), atol=1e-6)
+    a = torch.full((3, 4), -1e4)
+    b = torch.full((3, 4), -1e4)
+    a[:, 0] = 1e4  # all mass on token 0
+    b[:, 1] = 1e4  # all mass on token 1
+    assert torch.allclose(js_relevance(a, b), torch.ones(3), atol=1e-6)
+    a[:, 1:] = float("-inf")  # exactly zero probabilities must not give NaN
+    assert torch.allclose(js_relevance(a, b), torch.ones(3), atol=1e-6)
+
+
+def test_known_value():
+    p = torch.tensor([0.5, 0.5])
+    q = torch.tensor([1.0, 1e-30])
+    q = q / q.sum()
+    m = (p + q) / 2
+    kl = lambda x, y: (x * (x / y).log()).nansum()  # noqa: E731
+    expected = math.sqrt(float(0.5 * kl(p, m) + 0.5 * kl(q, m)) / math.log(2))
+    got = js_relevance(p.log(), q.log())
+    assert abs(float(got) - expected) < 1e-5
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 7))
+def test_symmetric_bounded_chunked_equals_unchunked(seed, chunk):
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(2, 6, 13, generator=g) * 3, torch.randn(2, 6, 13, generator=g) * 3
+    mask = (torch.rand(2, 6, generator=g) > 0.3).float()
+    full = js_relevance(a, b, mask, chunk_tokens=10_000)
+    assert torch.allclose(full, js_relevance(b, a, mask), atol=1e-6)
+    assert torch.allclose(full, js_relevance(a, b, mask, chunk_tokens=chunk), atol=1e-6)
+    assert ((full >= 0) & (full <= 1)).all() and (full[mask == 0] == 0).all()
+
+
+def test_hidden_state_path_equals_logits_path_and_half_precision():
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(50, 8, generator=g)
+    bias = torch.randn(50, generator=g)
+    h1, h2 = torch.randn(3, 4, 8, generator=g), torch.randn(3, 4, 8, generator=g)
+    via_logits = js_relevance(h1 @ W.T + bias, h2 @ W.T + bias, temperature=0.7)
+    via_hidden = js_relevance(h1, h2, lm_head=W, lm_head_bias=bias, temperature=0.7, chunk_tokens=5)
+    assert torch.allclose(via_logits, via_hidden, atol=1e-5)
+    half = js_relevance((h1 @ W.T).to(torch.bfloat16), (h2 @ W.T).to(torch.bfloat16))
+    assert torch.isfinite(half).all() and half.dtype == torch.float32
+
+
+def test_concentration():
+    mask = torch.ones(2, 10)
+    q = torch.stack([torch.ones(10), torch.zeros(10)])
+    q[1, 4] = 1.0
+    c = concentration(q, mask)
+    assert c[0] == 0.8 and c[1] == 0.1
+    assert torch.isnan(concentration(torch.zeros(1, 5), torch.ones(1, 5))).all()
+
+
+def test_contexts_differ_only_by_the_left_out_block_chat_and_text():
+    blocks = {"format": "Use <answer> tags.", "execution_match": "SELECT 1", "executable": "no error"}
+    chat = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Q?"}]
+    ctx = build_contexts(chat, blocks)
+    assert ctx.none == chat and chat[1]["content"] == "Q?"  # input untouched, P_none = P_0
+    assert ctx.all[1]["content"] == "Q?\n\n" + SECTION_HEADER + "\n[format] Use <answer> tags.\n[execution_match] SELECT 1\n[executable] no error"
+    assert ctx.minus["execution_match"][1]["content"] == "Q?\n\n" + SECTION_HEADER + "\n[format] Use <answer> tags.\n[executable] no error"
+    assert ctx.all[0] == chat[0]
+    text = build_contexts("Q?", {"a": "x"})
+    assert text.all == "Q?\n\n" + SECTION_HEADER + "\n[a] x" and text.minus["a"] == "Q?" and text.none == "Q?"
