@@ -508,17 +508,17 @@ def synthetic_databases(seed: int, cache_dir: str | Path = DEFAULT_DB_CACHE) -> 
 
 
 def _syn_value(slot: str, joined: bool, conn: sqlite3.Connection, rng: random.Random) -> str:
-    """A value for ``slot`` taken from the database, so that the gold query has a non-trivial result
+    """A value for ``slot`` taken from the database, so that the gold query has a non-empty result
     (for join templates: a person or city that has orders)."""
     if slot in ("city", "name"):
         source = _JOIN if joined else "FROM people"
         return rng.choice([r[0] for r in conn.execute(f"SELECT DISTINCT people.{slot} {source}")])
     if slot == "item":
         return rng.choice([r[0] for r in conn.execute("SELECT DISTINCT item FROM orders")])
-    if slot == "age":
-        return str(rng.randint(20, 70))
-    if slot == "price":
-        return str(rng.randint(10, 90))
+    if slot in ("age", "price"):  # a threshold below the largest value, so "more than" finds rows
+        table = "people" if slot == "age" else "orders"
+        values = [r[0] for r in conn.execute(f"SELECT {slot} FROM {table} ORDER BY {slot}")]
+        return str(rng.choice(values[:-1]))
     return str(rng.randint(1, 5))
 
 

@@ -38,7 +38,6 @@ _SQLITE_LIMITS = {
 }
 #: results bigger than this are not kept in the cache (memory), only recomputed
 _CACHE_MAX_ROWS = 2_000
-_CACHE_SIZE = 1_024
 
 
 @dataclass(frozen=True)
@@ -82,9 +81,11 @@ def open_readonly(db_path: str | Path) -> sqlite3.Connection:
 class SQLExecutor:
     """Runs queries in the sandbox; caches one connection per (thread, db path) and recent results."""
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS):
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS, cache_size: int = 1024):
         self.timeout_s = timeout_s
         self.max_rows = max_rows
+        # the G responses of a group share one gold query, and several rewards run the same answer SQL
+        self.cache_size = cache_size
         self._local = threading.local()
         self._cache: OrderedDict[tuple[str, str], ExecResult] = OrderedDict()
         self._lock = threading.Lock()
@@ -103,10 +104,10 @@ class SQLExecutor:
                 self._cache.move_to_end(key)
                 return self._cache[key]
         result = self._execute(str(db_path), sql)
-        if len(result.rows) <= _CACHE_MAX_ROWS:
+        if self.cache_size > 0 and len(result.rows) <= _CACHE_MAX_ROWS:
             with self._lock:
                 self._cache[key] = result
-                if len(self._cache) > _CACHE_SIZE:
+                if len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return result
 
