@@ -12,6 +12,7 @@ A response is ``<think>reasoning</think><answer>SQL</answer>``. Rewards (binary)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -107,8 +108,12 @@ def tag_spans(text: str) -> Spans:
 
 
 # ------------------------------------------------------------------------------- sqlglot items
+@functools.lru_cache(maxsize=2048)
 def _parse(sql: str) -> exp.Expression | None:
-    """sqlglot's tree of ``sql`` (SQLite dialect), or None when it does not parse or is too long."""
+    """sqlglot's tree of ``sql`` (SQLite dialect), or None when it does not parse or is too long.
+
+    Cached because every sub-verifier parses the same gold and answer; callers never mutate a tree
+    (``_normalise`` transforms a copy)."""
     if len(sql) > _MAX_PARSE_CHARS:
         return None
     try:
@@ -148,7 +153,6 @@ def _where_atoms(node: exp.Expression) -> list[exp.Expression]:
 
 def sql_items(tree: exp.Expression, kind: str) -> list[tuple[str, exp.Expression]]:
     """(canonical text, node) for every item of ``kind`` (a sub-verifier name) in a parsed query."""
-    aliases = {t.alias.lower(): t.name.lower() for t in tree.find_all(exp.Table) if t.alias}
     if kind == "sql_tables":
         return [(t.name.lower(), t) for t in tree.find_all(exp.Table)]
     if kind == "sql_columns":
@@ -156,6 +160,8 @@ def sql_items(tree: exp.Expression, kind: str) -> list[tuple[str, exp.Expression
     if kind == "sql_where":
         return [(_normalise(a, None), a) for w in tree.find_all(exp.Where) for a in _where_atoms(w.this)]
     if kind == "sql_joins":
+        # aliases resolve to table names so that "T1.id = T2.x" and "people.id = orders.x" agree
+        aliases = {t.alias.lower(): t.name.lower() for t in tree.find_all(exp.Table) if t.alias}
         items = []
         for join in tree.find_all(exp.Join):
             on = join.args.get("on")
@@ -311,24 +317,26 @@ class TextToSQL(Task):
             "execution_match": [sql_span] if sql_span else [],
             "think": [think] if think and think[1] > think[0] else [],
         }
-        for kind in SUB_VERIFIERS if self.sub_verifiers else ():
-            regions[kind] = self._item_region(text, sql_span, kind)
+        if self.sub_verifiers:
+            regions.update(self._item_regions(text, sql_span))
         return regions
 
     @staticmethod
-    def _item_region(text: str, sql_span: tuple[int, int] | None, kind: str) -> Spans:
-        """Where the answer SQL's items of ``kind`` are; the whole SQL when it cannot be itemised."""
+    def _item_regions(text: str, sql_span: tuple[int, int] | None) -> dict[str, Spans]:
+        """Per sub-verifier, where the answer SQL's items are: nothing without an answer block, the whole
+        SQL when it cannot be itemised (the verifier read all of it to fail)."""
         if sql_span is None:
-            return []
+            return {kind: [] for kind in SUB_VERIFIERS}
         sql = text[sql_span[0] : sql_span[1]]
         tree = _parse(sql)
-        if tree is None:
-            return [sql_span]
-        try:
-            spans = {_node_span(node, sql) for _, node in sql_items(tree, kind)} - {None}
-        except Exception:  # an odd tree sqlglot accepted: the verifier read the whole SQL
-            return [sql_span]
-        return sorted((s + sql_span[0], e + sql_span[0]) for s, e in spans)
+        regions = {}
+        for kind in SUB_VERIFIERS:
+            try:
+                spans = {_node_span(node, sql) for _, node in sql_items(tree, kind)} - {None}
+                regions[kind] = sorted((s + sql_span[0], e + sql_span[0]) for s, e in spans)
+            except Exception:  # no tree, or an odd tree sqlglot accepted
+                regions[kind] = [sql_span]
+        return regions
 
     # ---- data
     def reference_response(self, example: dict) -> str:
@@ -339,10 +347,6 @@ class TextToSQL(Task):
     def synthetic(self, n: int, seed: int = 0, split: str = "train", hide_value: bool | float = False):
         """``n`` templated questions over small deterministic databases; see ``synthetic_sql``."""
         return synthetic_sql(n, seed=seed, split=split, hide_value=hide_value, cache_dir=self.db_cache_dir)
-
-    def load(self, questions_json: str | Path, tables_json: str | Path, db_dir: str | Path, **kwargs):
-        """Load a Spider-format file; see ``load_spider``."""
-        return load_spider(questions_json, tables_json, db_dir, **kwargs)
 
 
 def _describe(gold_sql: str) -> str:
