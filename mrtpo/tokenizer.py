@@ -1,0 +1,88 @@
+"""A copy-friendly tokenizer built locally from a text corpus (no hub download).
+
+Why copy-friendly: a policy trained from scratch learns to *copy* a value from the prompt (or from a
+verifier's Z block) into its answer only if the value is the same token id wherever it appears. A plain
+byte-level BPE over whole text gives ``ĠPeru`` after a space and ``Peru`` after a quote: two ids, and the
+prototype policy did not copy. So, before BPE, the text is split into pieces that merges never cross:
+
+* every run of whitespace, every punctuation character (quotes included) and every digit is its own piece
+  (digits are single tokens, so a number is copied digit by digit);
+* runs of letters/underscores are pieces, and BPE merges only inside them.
+
+Pieces are then mapped to bytes (GPT-2 byte alphabet: no unknown characters, exact round trip).
+
+The response tags are ordinary (non-special) added tokens, one id each: TRL decodes completions with
+``skip_special_tokens=True``, which would strip special tags and make every format reward read 0.
+Role markers, pad and eos are special tokens. A small Jinja chat template renders conversational prompts.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+#: response-layout tags: one ordinary token each (they survive ``skip_special_tokens=True``)
+TAGS = ("<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>")
+PAD, EOS = "<|pad|>", "<|endoftext|>"
+ROLES = ("<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
+
+#: whitespace runs | one digit | one punctuation/symbol char | a run of letters and underscores
+SPLIT_PATTERN = r"\s+|\d|[^\w\s]|[^\W\d]+"
+
+#: ``<|role|>\ncontent\n`` per message; an assistant turn ends with eos (what generation stops on).
+#: The newline after a block tag is written as an expression: transformers renders with trim_blocks.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}"
+    "{% if m['role'] == 'assistant' %}" + EOS + "{% endif %}{{ '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def build_tokenizer(corpus: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2) -> PreTrainedTokenizerFast:
+    """Train the split-then-byte-level BPE on ``corpus`` and wrap it for transformers.
+
+    Deterministic: the same corpus (same order) gives the same vocabulary and merges.
+    """
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[PAD, EOS, *ROLES],
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(corpus), trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAGS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=PAD,
+        eos_token=EOS,
+        additional_special_tokens=list(ROLES),
+        clean_up_tokenization_spaces=False,
+        padding_side="left",  # generation pads on the left
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def token_char_spans(tokenizer, ids: list[int]) -> list[tuple[int, int]]:
+    """Character span ``[start, end)`` of every token in ``tokenizer.decode(ids, skip_special_tokens=True)``.
+
+    Computed from decoded prefixes, so it is exact for any tokenizer whose decoding is prefix-stable
+    (byte-level BPE is); special tokens get an empty span.
+    """
+    spans, prev = [], 0
+    for i in range(len(ids)):
+        end = len(tokenizer.decode(ids[: i + 1], skip_special_tokens=True))
+        spans.append((prev, max(prev, end)))
+        prev = max(prev, end)
+    return spans

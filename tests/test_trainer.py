@@ -1,0 +1,198 @@
+"""MRTPOTrainer on a smoke-size policy: every variant trains, uniform == gdpo, the replay is exact and sparse."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+
+from mrtpo import METHODS, MRTPOConfig, MRTPOTrainer
+from mrtpo.contexts import build_contexts
+from mrtpo.relevance import js_relevance
+
+
+def parity(prompts, completions, completion_ids, **kw):
+    """Varies within groups: parity of the sum of the sampled token ids."""
+    return [float(sum(c) % 2) for c in completion_ids]
+
+
+def has_a(prompts, completions, completion_ids, **kw):
+    return [float(c[0] % 3 == 0) for c in completion_ids]
+
+
+def constant(prompts, completions, **kw):
+    """Zero group std everywhere: must never be replayed."""
+    return [1.0 for _ in completions]
+
+
+def z_blocks(prompts, completions, completion_ids=None, hint=None, **kw):
+    return [{"parity": f"length {len(c) % 2}", "has_a": h, "constant": "always one"} for c, h in zip(completions, hint)]
+
+
+def dataset(n=8):
+    return Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": f"Which city {i} ?"}], "hint": f"city {i}"} for i in range(n)]
+    )
+
+
+def make_trainer(policy, tmp_path, advantage="mrtpo", steps=2, seed=0, **overrides):
+    path, tok = policy
+    args = dict(
+        output_dir=str(tmp_path / advantage), advantage=advantage, use_cpu=True, bf16=False,
+        gradient_checkpointing=False, report_to="none", logging_steps=1, max_steps=steps, save_strategy="no",
+        num_generations=4, per_device_train_batch_size=8, max_completion_length=10, learning_rate=1e-2,
+        seed=seed, beta_warmup_steps=0, disable_tqdm=True,
+    )
+    args.update(overrides)
+    return MRTPOTrainer(
+        model=path, processing_class=tok, reward_funcs=[parity, has_a, constant], train_dataset=dataset(),
+        args=MRTPOConfig(**args), z_blocks=z_blocks,
+    )
+
+
+@pytest.mark.parametrize("advantage", METHODS)
+def test_every_variant_trains(smoke_policy, tmp_path, advantage):
+    trainer = make_trainer(smoke_policy, tmp_path, advantage, saw=advantage == "mrtpo")
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 2 and all(torch.isfinite(torch.tensor(h["loss"])) for h in logs)
+    if advantage in ("mrtpo", "joint", "shuffled"):
+        assert trainer.replay_forwards > 0 and "mrtpo/s" in logs[0] and "mrtpo/effective_k" in logs[0]
+        assert 0 < logs[0]["mrtpo/s"] <= 1
+    assert logs[0]["mrtpo/constant/frac_groups_nonzero_std"] == 0.0
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo"])
+def test_token_advantages_run_with_every_loss_type(smoke_policy, tmp_path, loss_type):
+    make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1, loss_type=loss_type).train()
+
+
+def test_uniform_trains_exactly_as_gdpo(smoke_policy, tmp_path):
+    results = {}
+    for advantage in ("gdpo", "uniform"):
+        trainer = make_trainer(smoke_policy, tmp_path, advantage, steps=3)
+        trainer.train()
+        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+        results[advantage] = (losses, [p.detach().clone() for p in trainer.model.parameters()])
+    assert results["gdpo"][0] == results["uniform"][0]
+    for a, b in zip(results["gdpo"][1], results["uniform"][1]):
+        assert torch.allclose(a, b, atol=1e-7, rtol=0)
+
+
+def test_zero_std_rewards_are_not_replayed(smoke_policy, tmp_path):
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1)
+    trainer.train()
+    inputs, prompts, completions, ids, rewards = trainer._scored
+    from mrtpo.advantages import replay_needed
+
+    need = replay_needed(rewards, 4)
+    assert not need[:, 2].any()  # the constant reward
+    expected = int(need.any(1).sum() + need.sum())  # one P_all per replayed response + one P_minus per pair
+    assert trainer.replay_forwards == expected
+
+
+def test_replay_equals_direct_unpadded_forwards(smoke_policy, tmp_path):
+    """The batched, left-padded, hidden-state replay gives the same q as separate full forwards."""
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1)
+    trainer.train()
+    inputs, prompts, completions, ids, rewards = trainer._scored
+    path, tok = smoke_policy
+    B = len(prompts)
+    T = max(len(c) for c in ids)
+    out = {"completion_ids": torch.full((B, T), tok.pad_token_id), "completion_mask": torch.zeros(B, T, dtype=torch.long)}
+    for j, c in enumerate(ids):
+        out["completion_ids"][j, : len(c)] = torch.tensor(c)
+        out["completion_mask"][j, : len(c)] = 1
+    need = torch.ones(B, 3, dtype=torch.bool)
+    q = trainer._relevance(out, need, joint=False)
+    model = trainer.model.eval()
+    blocks = z_blocks(prompts, completions, hint=[x["hint"] for x in inputs])
+    for j in (0, B - 1):
+        ctx = build_contexts(prompts[j], blocks[j])
+        def logits(p):
+            pid = tok.apply_chat_template(p, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+            full = torch.tensor([list(pid) + list(ids[j])])
+            with torch.no_grad():
+                return model(full).logits[0, len(pid) - 1 : len(pid) - 1 + len(ids[j])]
+        ref = logits(ctx.all)
+        for k, name in enumerate(["parity", "has_a", "constant"]):
+            direct = js_relevance(ref, logits(ctx.minus[name]))
+            assert torch.allclose(q[j, k, : len(ids[j])], direct, atol=1e-5)
+            assert (q[j, k, len(ids[j]) :] == 0).all()
+
+
+def test_profiles_are_saved(smoke_policy, tmp_path):
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1, profile_samples=3)
+    trainer.train()
+    rows = [json.loads(line) for line in open(Path(trainer.args.output_dir) / "profiles.jsonl")]
+    assert len(rows) == 3 and set(rows[0]["q"]) == {"parity", "has_a", "constant"}
+    assert all(0 <= v <= 1 for v in rows[0]["q"]["parity"])
+
+
+def test_bad_config_fails_early():
+    with pytest.raises(ValueError, match="grpo, gdpo, mrtpo"):
+        MRTPOConfig(output_dir="x", advantage="nope", use_cpu=True)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        MRTPOConfig(output_dir="x", mrtpo_beta=1.5, use_cpu=True)
+
+
+def test_resume_continues_beta_schedule(smoke_policy, tmp_path):
+    kwargs = dict(beta_warmup_steps=4, save_strategy="steps", save_steps=2)
+    full = make_trainer(smoke_policy, tmp_path / "full", "mrtpo", steps=4, **kwargs)
+    full.train()
+    first = make_trainer(smoke_policy, tmp_path / "resumed", "mrtpo", steps=2, **kwargs)
+    first.train()
+    resumed = make_trainer(smoke_policy, tmp_path / "resumed", "mrtpo", steps=4, **kwargs)
+    resumed.train(resume_from_checkpoint=True)
+    betas = lambda t: [h["mrtpo/beta"] for h in t.state.log_history if "mrtpo/beta" in h]  # noqa: E731
+    assert betas(full) == [0.0, pytest.approx(0.078125), pytest.approx(0.25), pytest.approx(0.421875)]
+    assert betas(resumed)[-2:] == betas(full)[-2:]
+
+
+def test_gdpo_equals_trl_normalize_then_sum(smoke_policy, tmp_path):
+    """Our gdpo_advantages on TRL's gathered rewards equals TRL's own normalize_then_sum advantages."""
+    from mrtpo.advantages import gdpo_advantages
+    from trl import GRPOConfig, GRPOTrainer
+
+    path, tok = smoke_policy
+    g = torch.Generator().manual_seed(7)
+    table = torch.randint(0, 3, (8, 3), generator=g).float()
+    table[1, 2] = float("nan")
+    table[5] = float("nan")  # an unscorable response
+
+    def col(k):
+        def f(prompts, completions, **kw):
+            return [None if v != v else float(v) for v in table[:, k].tolist()]
+        f.__name__ = f"r{k}"
+        return f
+
+    trainer = GRPOTrainer(
+        model=path, processing_class=tok, reward_funcs=[col(0), col(1), col(2)], train_dataset=dataset(2),
+        args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", num_generations=4,
+                        per_device_train_batch_size=8, max_completion_length=4,
+                        multi_objective_aggregation="normalize_then_sum"),
+    )
+    batch = [{"prompt": [{"role": "user", "content": "q"}]}] * 8
+    out = trainer._generate_and_score_completions(batch)
+    assert torch.equal(out["advantages"], gdpo_advantages(table, 4)[1])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo multi-process check")
+def test_two_processes_equal_one(smoke_policy, tmp_path):
+    script = Path(__file__).with_name("distributed_advantages.py")
+    policy = smoke_policy[0]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one = subprocess.run([sys.executable, str(script), policy, str(tmp_path / "one.pt")], env=env, capture_output=True, text=True)
+    assert one.returncode == 0, one.stderr[-2000:]
+    two = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+         str(script), policy, str(tmp_path / "two.pt")], env=env, capture_output=True, text=True,
+    )
+    assert two.returncode == 0, two.stderr[-2000:]
+    a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    assert a["s"] < 1  # the bound is active, so its global sums matter
+    assert torch.allclose(a["adv"], b["adv"], atol=1e-6) and abs(a["s"] - b["s"]) < 1e-6
