@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check "torch>=2.6,<2.15" 2>&1 | grep -v "is ignored" || true
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev,book]" 2>&1 | grep -v "is ignored" || true
-	$(BIN)/python -c "import mrtpo, trl, torch" 
+	# BFCL's data and AST checker; its declared dependencies are every API client, which the checker never uses
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps "bfcl-eval==2026.3.23" 2>&1 | grep -v "is ignored" || true
+	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable"
 	touch $(STAMP)
 
 install: $(STAMP)
