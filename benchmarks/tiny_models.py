@@ -1,0 +1,187 @@
+"""Acceptance figures of the tiny bases (issue 5), measured on held-out prompts; writes results/tiny_models.csv.
+
+For each task's tiny base, with responses SAMPLED from the policy at temperature 1 (as RL samples them):
+
+* variance: groups of G=8 samples from the bare prompt P_0; fraction of groups whose reward std is > 0,
+  per reward (target >= 0.5);
+* localisation: for each sampled response and each reward k with a Z block, replay under P_all and
+  P_minus_k (``mrtpo.contexts``); q_t = sqrt(JS/ln 2). Ratio = mean q over tokens inside the region the
+  verifier reads / mean q over tokens outside it, pooled over responses (target >= 3);
+  also the region's share of the shift and of the tokens, and the concentration (tokens holding 80%);
+* reading: answer-reward success of G samples from P_all (Z from the first P_0 sample, as the trainer
+  builds it) minus success from P_0 (target > 0); on ``hide_value`` prompts, whose value is only in Z
+  (target >= 0.5);
+* budget: the base's recorded build time (target: all bases <= 1200 s in total).
+
+The learning criterion (100 GDPO steps) needs the trainer; it is recorded by the experiment runner.
+
+Usage: ``python benchmarks/tiny_models.py [--tasks sql if tool] [--prompts 32]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from mrtpo import diagnostics as D
+from mrtpo.contexts import build_contexts
+from mrtpo.tasks import get_task
+from mrtpo.tiny import tiny_base
+
+FIELDS = ("task", "criterion", "value", "target", "met", "notes")
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
+
+
+def rewards_of(task, prompts, texts, rows) -> dict[str, list[float]]:
+    """Every reward on (prompt, completion) pairs; ``rows`` the dataset rows giving the columns."""
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    out = {}
+    for f in task.reward_funcs():
+        out[f.__name__] = [math.nan if v is None else float(v) for v in f(prompts, completions, **columns)]
+    return out
+
+
+def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens: int = 96, seed: int = 0) -> list[dict]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    path = tiny_base(task_name, seed=seed)
+    meta = json.loads((path / "mrtpo_recipe.json").read_text())
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    task = get_task(task_name)
+    rows_out: list[dict] = []
+
+    def row(criterion, value, target, met, notes=""):
+        rows_out.append(dict(task=task_name, criterion=criterion, value=round(value, 4) if isinstance(value, float) else value,
+                             target=target, met=met, notes=notes))
+
+    def sample_and_score(data, with_z: bool, z_list=None, sample_seed=0):
+        rows = list(data)
+        prompts = [r["prompt"] for r in rows]
+        if with_z:
+            prompts = [build_contexts(p, z).all for p, z in zip(prompts, z_list)]
+        samples = D.sample(model, tok, prompts, n=group, temperature=1.0, max_new_tokens=max_new_tokens, seed=sample_seed)
+        flat_rows = [r for r in rows for _ in range(group)]
+        texts = [t for s in samples for _, t in s]
+        scores = rewards_of(task, [r["prompt"] for r in flat_rows], texts, flat_rows)
+        return rows, samples, flat_rows, scores
+
+    t0 = time.time()
+    test = task.synthetic(n_prompts, seed=seed, split="test")
+    rows, samples, flat_rows, scores = sample_and_score(test, with_z=False, sample_seed=1)
+
+    # variance at RL step 0: groups from P_0
+    for name, vals in scores.items():
+        groups = torch.tensor(vals).view(len(rows), group)
+        finite = [g[~torch.isnan(g)] for g in groups]
+        nonzero = sum(bool(len(g) > 1 and g.std() > 0) for g in finite) / len(finite)
+        row(f"variance/{name}", nonzero, 0.5, nonzero >= 0.5, f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}")
+
+    # Z blocks of the first sample of each group (what the trainer would build for that response)
+    firsts = [s[0] for s in samples]
+    z_list = task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": t}] for _, t in firsts],
+                           **{k: [r[k] for r in rows] for k in rows[0] if k != "prompt"})
+
+    # localisation on two sampled responses per prompt
+    acc: dict[str, dict[str, float]] = {}
+    for i, r in enumerate(rows):
+        for ids, text in samples[i][:2]:
+            if not ids:
+                continue
+            z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": text}]],
+                              **{k: [r[k]] for k in r if k != "prompt"})[0]
+            ctx = build_contexts(r["prompt"], z)
+            regions = task.check_regions(text, r)
+            spans = D.token_char_spans(tok, ids)
+            for k in z:
+                if not regions.get(k):
+                    continue
+                q = D.js_profile(model, tok, ctx.all, ctx.minus[k], ids)
+                inside = torch.tensor(D.in_region(spans, regions[k]))
+                a = acc.setdefault(k, dict(q_in=0.0, n_in=0, q_out=0.0, n_out=0, conc=0.0, n=0))
+                a["q_in"] += q[inside].sum().item()
+                a["n_in"] += int(inside.sum())
+                a["q_out"] += q[~inside].sum().item()
+                a["n_out"] += int((~inside).sum())
+                c = D.concentration(q)
+                if not math.isnan(c):
+                    a["conc"] += c
+                    a["n"] += 1
+    for k, a in acc.items():
+        m_in, m_out = a["q_in"] / max(1, a["n_in"]), a["q_out"] / max(1, a["n_out"])
+        ratio = m_in / m_out if m_out > 0 else math.nan
+        shift_share = a["q_in"] / max(1e-12, a["q_in"] + a["q_out"])
+        tok_share = a["n_in"] / max(1, a["n_in"] + a["n_out"])
+        row(f"localisation/{k}", ratio, 3.0, ratio >= 3.0,
+            f"mean q in {m_in:.4f} / out {m_out:.4f}; shift share {shift_share:.3f} on token share {tok_share:.3f}; "
+            f"concentration(80%) {a['conc'] / max(1, a['n']):.3f}")
+
+    # reading: answer rewards with all Z blocks vs without
+    _, _, _, scores_z = sample_and_score(test, with_z=True, z_list=z_list, sample_seed=2)
+    for name in task.answer_rewards:
+        if name not in scores:
+            continue
+        without = torch.nanmean(torch.tensor(scores[name])).item()
+        with_z = torch.nanmean(torch.tensor(scores_z[name])).item()
+        row(f"reading/{name}", with_z - without, "> 0", with_z > without, f"with Z {with_z:.3f}, without {without:.3f}")
+
+    # reading where the needed value exists only in Z
+    if "hide_value" in __import__("inspect").signature(task.synthetic).parameters:
+        hidden = task.synthetic(n_prompts, seed=seed, split="test", hide_value=True)
+        hrows, hsamples, _, hscores = sample_and_score(hidden, with_z=False, sample_seed=3)
+        hz = task.z_blocks([r["prompt"] for r in hrows], [[{"role": "assistant", "content": s[0][1]}] for s in hsamples],
+                           **{k: [r[k] for r in hrows] for k in hrows[0] if k != "prompt"})
+        _, _, _, hscores_z = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
+        for name in task.answer_rewards:
+            if name not in hscores:
+                continue
+            without = torch.nanmean(torch.tensor(hscores[name])).item()
+            with_z = torch.nanmean(torch.tensor(hscores_z[name])).item()
+            row(f"reading_hidden/{name}", with_z - without, 0.5, with_z - without >= 0.5,
+                f"with Z {with_z:.3f}, without {without:.3f}")
+
+    row("budget/build_seconds", float(meta["build_seconds"]), "<= 1200 (all bases)", meta["build_seconds"] <= 420,
+        f"params {meta['params']}, recipe {json.dumps(meta['recipe']['noise'])}, per-base share 420 s; "
+        f"measure {time.time() - t0:.0f}s")
+    row("learning/100_gdpo_steps", "", 0.10, "", "measured by the experiment runner (needs mrtpo.trainer)")
+    return rows_out
+
+
+def write(rows: list[dict], path: Path = RESULTS) -> None:
+    """Replace this run's tasks' rows in the CSV, keep the other tasks' rows."""
+    tasks = {r["task"] for r in rows}
+    old = []
+    if path.exists():
+        with path.open() as f:
+            old = [r for r in csv.DictReader(f) if r["task"] not in tasks]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(old + rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", nargs="+", default=["sql"])
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    for t in args.tasks:
+        rows = measure(t, n_prompts=args.prompts, seed=args.seed)
+        for r in rows:
+            print(f"{r['task']:5s} {r['criterion']:34s} {r['value']!s:>8} target {r['target']!s:>8} met {r['met']}  {r['notes']}")
+        write(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Diagnostics of a policy's relevance profiles, reusable by notebooks and benchmarks.
+
+* ``js_profile``: replay one response under two prompts (with and without Z_k) and return
+  ``q_t = sqrt(JS(p_t^with || p_t^without) / ln 2)`` per response token (``mrtpo.relevance.js_relevance``).
+* ``token_char_spans``: character span of each response token in the decoded text.
+* ``region_ratio``: mean q over tokens inside a verifier's read region / mean q over tokens outside it.
+* ``region_share``: share of the total shift inside the region, and the region's share of tokens.
+* ``concentration``: fraction of tokens holding ``share`` (0.8) of the total shift (uniform q: 0.8).
+* ``sample``: completions from a policy at a temperature (what RL samples), token ids and text.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .relevance import js_relevance
+from .tokenizer import token_char_spans
+
+__all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
+           "prompt_ids"]
+
+
+def prompt_ids(tokenizer, prompt) -> list[int]:
+    """Token ids of a prompt as the trainer feeds it: chat messages go through the chat template."""
+    if isinstance(prompt, str):
+        return tokenizer(prompt, add_special_tokens=False).input_ids
+    text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return tokenizer(text, add_special_tokens=False).input_ids
+
+
+@torch.no_grad()
+def response_logits(model, prompts_ids: list[list[int]], response_ids: list[int]) -> torch.Tensor:
+    """Logits (n_prompts, T, V) predicting each response token, for one response after each prompt."""
+    T = len(response_ids)
+    width = max(len(p) for p in prompts_ids) + T
+    pad = model.config.pad_token_id or 0
+    rows, masks = [], []
+    for p in prompts_ids:  # left padding so the response ends every row at the same position
+        ids = p + response_ids
+        rows.append([pad] * (width - len(ids)) + ids)
+        masks.append([0] * (width - len(ids)) + [1] * len(ids))
+    logits = model(input_ids=torch.tensor(rows), attention_mask=torch.tensor(masks)).logits
+    return logits[:, width - T - 1 : width - 1].float()
+
+
+def js_profile(model, tokenizer, prompt_with, prompt_without, response_ids: list[int], temperature: float = 1.0):
+    """Per-token relevance ``q_t`` (T,) of ``response_ids`` between the two prompts, in [0, 1]."""
+    logits = response_logits(model, [prompt_ids(tokenizer, prompt_with), prompt_ids(tokenizer, prompt_without)],
+                             list(response_ids))
+    return js_relevance(logits[0], logits[1], temperature=temperature)
+
+
+def in_region(token_spans: list[tuple[int, int]], region_spans: list[tuple[int, int]]) -> list[bool]:
+    """Whether each token overlaps a region span ``[start, end)`` (empty tokens are never inside)."""
+    return [e > s and any(s < re_ and e > rs for rs, re_ in region_spans) for s, e in token_spans]
+
+
+def region_ratio(q, token_spans, region_spans) -> float:
+    """``mean(q | inside) / mean(q | outside)``; NaN when either side is empty or the outside mean is 0."""
+    q = torch.as_tensor(q, dtype=torch.float32)
+    inside = torch.tensor(in_region(token_spans, region_spans), dtype=torch.bool)
+    if inside.all() or not inside.any():
+        return math.nan
+    out_mean = q[~inside].mean().item()
+    return q[inside].mean().item() / out_mean if out_mean > 0 else math.nan
+
+
+def region_share(q, token_spans, region_spans) -> tuple[float, float]:
+    """(share of ``sum q`` inside the region, share of tokens inside the region), as in PAPER.md Table 4."""
+    q = torch.as_tensor(q, dtype=torch.float32)
+    inside = torch.tensor(in_region(token_spans, region_spans), dtype=torch.bool)
+    total = q.sum().item()
+    return (q[inside].sum().item() / total if total > 0 else math.nan), inside.float().mean().item()
+
+
+def concentration(q, share: float = 0.8) -> float:
+    """Fraction of tokens that hold ``share`` of ``sum q`` (tokens taken by decreasing q); NaN if no shift."""
+    q = torch.as_tensor(q, dtype=torch.float32)
+    total = q.sum().item()
+    if total <= 0:
+        return math.nan
+    cum = q.sort(descending=True).values.cumsum(0)
+    return (int((cum < share * total - 1e-12).sum()) + 1) / q.numel()
+
+
+@torch.no_grad()
+def sample(model, tokenizer, prompts: list, n: int = 1, temperature: float = 1.0, max_new_tokens: int = 96,
+           seed: int | None = None) -> list[list[tuple[list[int], str]]]:
+    """``n`` completions per prompt at ``temperature`` (no top-k/top-p, as RL samples): (ids, text) each.
+
+    ids exclude padding and the final eos; text is ``decode(ids, skip_special_tokens=True)`` as TRL decodes.
+    """
+    if seed is not None:
+        torch.manual_seed(seed)
+    encoded = [prompt_ids(tokenizer, p) for p in prompts for _ in range(n)]
+    width = max(len(e) for e in encoded)
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded])
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
+    kwargs = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, pad_token_id=pad,
+                         eos_token_id=eos, **kwargs)[:, width:]
+    results = []
+    for row in out.tolist():
+        if eos in row:
+            row = row[: row.index(eos)]
+        row = [t for t in row if t != pad]
+        results.append((row, tokenizer.decode(row, skip_special_tokens=True)))
+    return [results[i * n : (i + 1) * n] for i in range(len(prompts))]

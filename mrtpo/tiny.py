@@ -1,0 +1,408 @@
+"""Tiny bases: small Qwen2 policies trained from scratch by supervised warm-up, built deterministically.
+
+A pretrained LLM reads a verifier's privileged text Z_k by copying from context; a policy trained from
+scratch must be taught to. The warm-up below follows the prototype recipe (RECIPES.md, "Tiny policies
+trained from scratch"):
+
+* a copy-friendly tokenizer (``mrtpo.tokenizer``): a value is the same token id in question, Z and answer;
+* ``random_value_frac`` of the examples have their values (quoted strings, numbers) replaced, consistently
+  in prompt, Z blocks and target, by random pseudo-words / numbers that can only be copied;
+* Z blocks (the trainer's privileged-information section, ``mrtpo.contexts``) are appended to the prompt,
+  each block independently with probability ``hint_p[0]`` for the first ``hint_switch`` of the steps, then
+  ``hint_p[1]``;
+* noise injected into some targets so that rewards keep variance at RL step 0. *Where* it is injected
+  decides where the with/without-Z shift lands (issue 5): a noise kind gated on blocks is applied only when
+  none of those blocks is in the prompt, so the policy learns "with Z_k, this region is certain; without
+  it, not". The mix is recorded in ``mrtpo_recipe.json`` next to the weights, because tiny-scale
+  localisation is partly designed by it and must never be presented as emergent.
+
+Loss is next-token cross-entropy on response tokens only; cosine learning rate with linear warm-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .tokenizer import EOS, build_tokenizer
+
+#: bump when the build procedure changes in a way the recipe does not capture (invalidates caches)
+BUILD_VERSION = 1
+
+#: architecture per size: Qwen2, tied embeddings
+SIZES: dict[str, dict[str, int]] = {
+    "smoke": dict(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2),
+    "tiny": dict(hidden_size=256, num_hidden_layers=4, intermediate_size=704, num_attention_heads=4, num_key_value_heads=4),
+}
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One kind of target noise: applied with probability ``p`` when none of the ``gate`` Z blocks is shown.
+
+    kind: ``value`` (one value in the answer region swapped for a random one), ``structure`` (one
+    operator/column swap that keeps SQL executable, ``SQL_SWAPS``), ``syntax`` (one keyword of the answer
+    region misspelt), ``tag`` (one response tag dropped or misspelt). An empty gate means
+    "whatever the prompt shows".
+    """
+
+    kind: str
+    p: float
+    gate: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides a tiny base; its hash names the cache folder."""
+
+    size: str = "tiny"
+    steps: int = 300  # the prototype's 450 x 32 took 14 min; 300 x 24 fits the ~7 min per-base budget
+    batch: int = 24
+    lr: float = 1.5e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.01
+    n_train: int = 4000
+    random_value_frac: float = 0.3
+    hide_value_frac: float = 0.15
+    hint_p: tuple[float, float] = (0.9, 0.5)
+    hint_switch: float = 1 / 3
+    noise: tuple[Noise, ...] = ()
+    vocab_size: int = 4096
+    max_len: int = 384
+
+
+def default_recipe(task_name: str, size: str = "tiny") -> Recipe:
+    """The recipe each task's tiny base is built with (``size="smoke"``: seconds, for tests)."""
+    noise = TASK_NOISE.get(task_name, ())
+    if size == "smoke":
+        return Recipe(size="smoke", steps=12, batch=8, n_train=48, warmup_steps=2, noise=noise, lr=3e-3)
+    return Recipe(size=size, noise=noise)
+
+
+#: where each task's warm-up puts noise (see the module docstring). Each kind is gated on the one Z block
+#: whose verifier reads the corrupted region, so removing Z_k moves the policy where verifier k reads:
+#: swapped operators/columns (execution_match), misspelt keywords (executable), dropped tags (format).
+#: Values are never corrupted in SQL: swapping values while the question states them teaches the policy
+#: not to copy (prototype).
+TASK_NOISE: dict[str, tuple[Noise, ...]] = {
+    "sql": (
+        Noise("structure", 0.35, ("execution_match",)),
+        Noise("syntax", 0.15, ("executable",)),
+        Noise("tag", 0.15, ("format",)),
+    ),
+    "tool": (Noise("value", 0.35, ("correctness",)), Noise("tag", 0.15, ("format",))),
+    "if": (),
+}
+
+#: values a task's answers copy: quoted strings and numbers of two or more digits
+VALUE_RE = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"|(?<![\w.])(\d{2,})(?![\w.])")
+SYLLABLES = ("ka", "lo", "mi", "ren", "tu", "vo", "sa", "bel", "dor", "ni", "qu", "ar", "en", "po", "zi", "fa")
+
+
+def pseudo_words(n: int, seed: int) -> list[str]:
+    """``n`` distinct capitalised pseudo-words (never real data values), deterministic in ``seed``."""
+    rng, out = random.Random(seed), []
+    while len(out) < n:
+        w = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
+        if w not in out:
+            out.append(w)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# warm-up examples
+
+
+def answer_start(response: str) -> int:
+    """Start of the answer region: after ``</think>`` when present, else 0."""
+    i = response.rfind("</think>")
+    return 0 if i < 0 else i + len("</think>")
+
+
+def answer_values(response: str, visible: str) -> list[str]:
+    """Values in the answer region that also appear in ``visible`` (prompt + Z text): the copyable ones."""
+    found = []
+    for m in VALUE_RE.finditer(response, answer_start(response)):
+        v = next(g for g in m.groups() if g is not None)
+        if v.strip() and v in visible and v not in found:
+            found.append(v)
+    return found
+
+
+def _sub_value(text: str, old: str, new: str) -> str:
+    return re.sub(r"(?<![\w])" + re.escape(old) + r"(?![\w])", lambda _: new, text)
+
+
+def _random_like(v: str, rng: random.Random, words: list[str]) -> str:
+    if v.isdigit():
+        return str(rng.randint(10 ** (len(v) - 1), 10 ** len(v) - 1))
+    return rng.choice(words)
+
+
+@dataclass
+class WarmupExample:
+    prompt: list  # chat messages, without Z
+    response: str
+    z: dict[str, str]
+    kind: str  # "plain", "random_values" or "hidden_value"
+
+
+def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[WarmupExample]:
+    """The warm-up pool: task examples, some with random values, some with a value only in Z."""
+    rng = random.Random(seed)
+    n_hidden = int(recipe.n_train * recipe.hide_value_frac)
+    rows = list(task.synthetic(recipe.n_train - n_hidden, seed=seed, split="train"))
+    kinds = ["plain"] * len(rows)
+    if n_hidden and _supports_hide_value(task):
+        rows += list(task.synthetic(n_hidden, seed=seed + 1, split="train", hide_value=True))
+        kinds += ["hidden_value"] * n_hidden
+    out = []
+    for row, kind in zip(rows, kinds):
+        response = task.reference_response(row)
+        columns = {k: [v] for k, v in row.items() if k != "prompt"}
+        z = task.z_blocks([row["prompt"]], [[{"role": "assistant", "content": response}]], **columns)[0]
+        ex = WarmupExample([dict(m) for m in row["prompt"]], response, dict(z), kind)
+        if kind == "plain" and rng.random() < recipe.random_value_frac:
+            ex = randomise_values(ex, rng, words)
+        out.append(ex)
+    return out
+
+
+def _supports_hide_value(task) -> bool:
+    import inspect
+
+    return "hide_value" in inspect.signature(task.synthetic).parameters
+
+
+def randomise_values(ex: WarmupExample, rng: random.Random, words: list[str]) -> WarmupExample:
+    """Replace every copyable value, consistently in prompt, Z and target, by a random one."""
+    visible = " ".join(m["content"] for m in ex.prompt) + " " + " ".join(ex.z.values())
+    values = answer_values(ex.response, visible)
+    if not values:
+        return ex
+    prompt, response, z = [dict(m) for m in ex.prompt], ex.response, dict(ex.z)
+    for v in values:
+        new = _random_like(v, rng, words)
+        for m in prompt:
+            m["content"] = _sub_value(m["content"], v, new)
+        response = _sub_value(response, v, new)
+        z = {k: _sub_value(t, v, new) for k, t in z.items()}
+    return WarmupExample(prompt, response, z, "random_values")
+
+
+# ----------------------------------------------------------------------------------------------------
+# noise
+
+
+SQL_KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "ORDER", "COUNT", "JOIN")
+#: one-token swaps that keep SQL executable but change its result (``structure`` noise)
+SQL_SWAPS = ((" > ", " < "), (" < ", " > "), ("DESC", "ASC"), ("SELECT name", "SELECT city"),
+             ("SELECT city", "SELECT name"), ("SELECT age", "SELECT id"), ("SELECT price", "SELECT id"),
+             ("COUNT(*)", "MAX(id)"), ("SUM(price)", "MAX(price)"), ("SELECT orders.item", "SELECT people.city"))
+
+
+def apply_noise(response: str, kind: str, rng: random.Random, words: list[str]) -> str:
+    """One corruption of ``kind`` (see ``Noise``); the response unchanged when there is nothing to corrupt."""
+    start = answer_start(response)
+    head, answer = response[:start], response[start:]
+    if kind == "value":
+        vals = [next(g for g in m.groups() if g is not None) for m in VALUE_RE.finditer(answer)]
+        if not vals:
+            return response
+        v = rng.choice(vals)
+        return head + _sub_value(answer, v, _random_like(v, rng, words))
+    if kind == "structure":
+        present = [(a, b) for a, b in SQL_SWAPS if a in answer]
+        if not present:
+            return response
+        a, b = rng.choice(present)
+        return head + answer.replace(a, b, 1)
+    if kind == "syntax":
+        present = [k for k in SQL_KEYWORDS if re.search(rf"\b{k}\b", answer)]
+        if not present:
+            return response
+        k = rng.choice(present)
+        return head + re.sub(rf"\b{k}\b", k[:-1], answer, count=1)  # e.g. FROM -> FRO: not executable
+    if kind == "tag":
+        tags = re.findall(r"</?(?:think|answer|tool_call)>", response)
+        if not tags:
+            return response
+        t = rng.choice(tags)
+        return response.replace(t, rng.choice(["", t.replace(">", "")]), 1)
+    raise ValueError(f"unknown noise kind {kind!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# build
+
+
+def render_prompt(tokenizer, prompt: list, blocks: dict[str, str]) -> str:
+    """The chat-template text of ``prompt ⊕ blocks`` ending with the assistant marker (as the trainer sees it)."""
+    from .contexts import append_section
+
+    return tokenizer.apply_chat_template(append_section(prompt, blocks), tokenize=False, add_generation_prompt=True)
+
+
+def recipe_hash(task_name: str, recipe: Recipe, seed: int) -> str:
+    blob = json.dumps({"task": task_name, "seed": seed, "build": BUILD_VERSION, **dataclasses.asdict(recipe)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MRTPO_CACHE", Path.home() / ".cache" / "mrtpo")) / "models"
+
+
+def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None, force: bool = False) -> Path:
+    """Path of the tiny base for ``task`` (``sql``, ``if``, ``tool``), built and cached when absent.
+
+    Cache: ``$MRTPO_CACHE/models/<task>-<size>-<seed>-<recipe hash>/`` (default ``~/.cache/mrtpo``), holding
+    ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats).
+    """
+    recipe = recipe or default_recipe(task, size)
+    path = cache_root() / f"{task}-{recipe.size}-{seed}-{recipe_hash(task, recipe, seed)}"
+    if force and path.exists():
+        shutil.rmtree(path)
+    if not (path / "mrtpo_recipe.json").exists():
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build(task, recipe, seed, tmp)
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+    return path
+
+
+def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int = 50) -> dict:
+    """Train the tokenizer and the policy for one tiny base and save them to ``out``."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from .tasks import get_task
+
+    t0 = time.time()
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    task = get_task(task_name)
+    words = pseudo_words(400, seed)
+    examples = make_examples(task, recipe, seed, words)
+
+    corpus = [render_prompt_plain(ex) for ex in examples] + [" ".join(words)] * 3
+    tokenizer = build_tokenizer(corpus, vocab_size=recipe.vocab_size)
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=recipe.max_len,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-6,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **SIZES[recipe.size],
+    )
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    stats = warmup(model, tokenizer, examples, recipe, seed, words, log_every)
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    meta = {
+        "task": task_name,
+        "seed": seed,
+        "build_version": BUILD_VERSION,
+        "recipe": dataclasses.asdict(recipe),
+        "warmup_mix": {
+            "examples": {k: sum(e.kind == k for e in examples) for k in ("plain", "random_values", "hidden_value")},
+            "noise_applied": stats.pop("noise_applied"),
+            "blocks_shown": stats.pop("blocks_shown"),
+            "note": "noise gated on Z blocks is applied only when none of them is in the prompt: this decides "
+            "where the with/without-Z shift lands (designed, not emergent)",
+        },
+        "params": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "build_seconds": round(time.time() - t0, 1),
+        **stats,
+    }
+    (out / "mrtpo_recipe.json").write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+def render_prompt_plain(ex: WarmupExample) -> str:
+    """Tokenizer-training text of one example: every message, every Z block and the target."""
+    return "\n".join([m["content"] for m in ex.prompt] + list(ex.z.values()) + [ex.response])
+
+
+def sample_batch(examples, recipe: Recipe, step: int, rng: random.Random, words, tokenizer, counts: dict):
+    """One warm-up batch: (input_ids, labels) with labels -100 on prompt and padding."""
+    p_hint = recipe.hint_p[0] if step < recipe.hint_switch * recipe.steps else recipe.hint_p[1]
+    seqs = []
+    for ex in rng.sample(examples, recipe.batch):
+        shown = {k: z for k, z in ex.z.items() if rng.random() < p_hint}
+        counts["blocks_shown"] += len(shown)
+        counts["blocks_total"] += len(ex.z)
+        target = ex.response
+        for nz in recipe.noise:
+            if not any(g in shown for g in nz.gate) and rng.random() < nz.p:
+                noisy = apply_noise(target, nz.kind, rng, words)
+                counts["noise_applied"][nz.kind] += noisy != target
+                target = noisy
+        p_ids = tokenizer(render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
+        r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        ids = (p_ids + r_ids)[: recipe.max_len]
+        labels = ([-100] * len(p_ids) + r_ids)[: recipe.max_len]
+        seqs.append((ids, labels))
+    width = max(len(s[0]) for s in seqs)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([s[0] + [pad] * (width - len(s[0])) for s in seqs])
+    labels = torch.tensor([s[1] + [-100] * (width - len(s[1])) for s in seqs])
+    attention = torch.tensor([[1] * len(s[0]) + [0] * (width - len(s[0])) for s in seqs])
+    return input_ids, labels, attention
+
+
+def warmup(model, tokenizer, examples, recipe: Recipe, seed: int, words, log_every: int = 50) -> dict:
+    """Supervised warm-up: AdamW, cosine lr with linear warm-up, loss on response tokens only."""
+    rng = random.Random(seed + 12345)
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
+
+    def lr_at(step: int) -> float:
+        if step < recipe.warmup_steps:
+            return (step + 1) / recipe.warmup_steps
+        frac = (step - recipe.warmup_steps) / max(1, recipe.steps - recipe.warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * frac))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    counts: dict[str, Any] = {"blocks_shown": 0, "blocks_total": 0, "noise_applied": {n.kind: 0 for n in recipe.noise}}
+    losses, tokens, t0 = [], 0, time.time()
+    model.train()
+    for step in range(recipe.steps):
+        input_ids, labels, attention = sample_batch(examples, recipe, step, rng, words, tokenizer, counts)
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        tokens += int(attention.sum())
+        if log_every and (step % log_every == 0 or step == recipe.steps - 1):
+            print(f"warm-up step {step:4d}  loss {loss.item():.3f}  {time.time() - t0:6.1f}s", flush=True)
+    model.eval()
+    return {
+        "final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
+        "loss_curve": [round(x, 4) for x in losses[:: max(1, len(losses) // 50)]],
+        "tokens_seen": tokens,
+        "train_seconds": round(time.time() - t0, 1),
+        "noise_applied": counts["noise_applied"],
+        "blocks_shown": round(counts["blocks_shown"] / max(1, counts["blocks_total"]), 3),
+    }

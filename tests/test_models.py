@@ -1,0 +1,155 @@
+"""Model registry, tiny bases (smoke size) and diagnostics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import pytest
+import torch
+
+from mrtpo import diagnostics as D
+from mrtpo.models import MODELS, ModelNotAvailable, dry_run, resolve_model
+from mrtpo.tiny import apply_noise, tiny_base
+
+
+@pytest.fixture(scope="module")
+def smoke_builds(tmp_path_factory):
+    """The same smoke base built twice, in two separate caches."""
+    paths = []
+    for name in ("a", "b"):
+        root = tmp_path_factory.mktemp(name)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MRTPO_CACHE", str(root))
+            paths.append(tiny_base("sql", size="smoke", seed=0))
+    return paths
+
+
+def weights_hash(path) -> str:
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        h.update(name.encode())
+        h.update(tensors[name].numpy().tobytes())
+    return h.hexdigest()
+
+
+def load_tok(path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def test_smoke_build_is_fast_cached_and_records_the_mix(smoke_builds):
+    meta = json.loads((smoke_builds[0] / "mrtpo_recipe.json").read_text())
+    assert meta["build_seconds"] < 30
+    assert set(meta["warmup_mix"]) >= {"examples", "noise_applied", "blocks_shown", "note"}
+    assert meta["recipe"]["noise"], "the noise mix must be recorded with the model"
+    assert smoke_builds[0].name.startswith("sql-smoke-0-")
+
+
+def test_same_seed_same_tokenizer_and_weights(smoke_builds):
+    a, b = smoke_builds
+    assert load_tok(a).get_vocab() == load_tok(b).get_vocab()
+    assert weights_hash(a) == weights_hash(b)
+
+
+def test_tags_survive_skip_special_tokens(smoke_builds):
+    tok = load_tok(smoke_builds[0])
+    text = "<think>Use table people and value Rome.</think><answer>SELECT name FROM people WHERE city = 'Rome'</answer>"
+    ids = tok(text, add_special_tokens=False).input_ids + [tok.eos_token_id]
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    for tag in ("<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>"):
+        assert len(tok(tag, add_special_tokens=False).input_ids) == 1
+
+
+def test_value_is_one_token_in_question_and_sql(smoke_builds):
+    tok = load_tok(smoke_builds[0])
+    (rome,) = tok("Rome", add_special_tokens=False).input_ids
+    question = tok("How many people live in Rome?", add_special_tokens=False).input_ids
+    sql = tok("SELECT name FROM people WHERE city = 'Rome'", add_special_tokens=False).input_ids
+    assert rome in question and rome in sql
+    digits = tok("age > 42", add_special_tokens=False).input_ids
+    assert tok.convert_ids_to_tokens(digits)[-2:] == ["4", "2"]
+
+
+def test_chat_template_ends_with_assistant_marker(smoke_builds):
+    tok = load_tok(smoke_builds[0])
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|user|>\nhi\n<|assistant|>\n"
+
+
+def test_7b_offline_gives_the_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("MRTPO_MODEL_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotAvailable) as err:
+        resolve_model("sql", "7b")
+    msg = str(err.value)
+    assert "Qwen/Qwen2.5-Coder-7B-Instruct" in msg and str(tmp_path / "models") in msg and "MRTPO_MODEL_DIR" in msg
+    assert isinstance(err.value, RuntimeError)
+
+
+def test_model_dir_override(tmp_path, monkeypatch, smoke_builds):
+    target = tmp_path / "Qwen" / "Qwen2.5-Coder-7B-Instruct"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(smoke_builds[0], target_is_directory=True)
+    monkeypatch.setenv("MRTPO_MODEL_DIR", str(tmp_path))
+    assert resolve_model("sql", "7b") == target
+    assert resolve_model("sql", str(smoke_builds[0])) == smoke_builds[0]
+
+
+def test_dry_run_prints_the_plan(capsys):
+    plan = dry_run("sql", "7b")
+    out = capsys.readouterr().out
+    assert "Qwen/Qwen2.5-Coder-7B-Instruct" in out and "estimated_gpu_memory_gb" in out
+    assert plan["steps"] == 100 and plan["prompts_per_step"] == 32 and len(plan["seeds"]) == 3
+    assert 100 < plan["estimated_gpu_memory_gb"] < 150
+    assert MODELS["4b"]["if"].kl_beta == 0 and MODELS["4b"]["if"].steps == 300
+
+
+def test_unknown_pair_is_a_value_error():
+    with pytest.raises(ValueError, match="not a paper setting"):
+        dry_run("if", "1.5b")
+
+
+def test_noise_kinds_corrupt_only_their_region():
+    import random
+
+    resp = "<think>Use table people and value Rome.</think><answer>SELECT name FROM people WHERE age > 42</answer>"
+    rng = random.Random(0)
+    head = resp[: resp.index("</think>")]
+    for kind in ("structure", "syntax"):
+        noisy = apply_noise(resp, kind, rng, ["Kalo"])
+        assert noisy != resp and noisy.startswith(head)
+    assert apply_noise(resp, "tag", rng, ["Kalo"]).count("<") < resp.count("<") or "<" in resp
+
+
+def test_region_ratio_and_concentration():
+    q = torch.tensor([0.0, 0.1, 0.9, 0.8, 0.1])
+    spans = [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
+    assert D.in_region(spans, [(4, 8)]) == [False, False, True, True, False]
+    assert D.region_ratio(q, spans, [(4, 8)]) == pytest.approx(0.85 / (0.2 / 3))
+    share, tokens = D.region_share(q, spans, [(4, 8)])
+    assert share == pytest.approx(1.7 / 1.9) and tokens == pytest.approx(0.4)
+    assert D.concentration(q) == pytest.approx(0.4)
+    assert D.concentration(torch.ones(10)) == pytest.approx(0.8)
+    assert math.isnan(D.concentration(torch.zeros(3)))
+
+
+def test_js_profile_is_zero_for_identical_prompts(smoke_builds):
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tok(smoke_builds[0])
+    model = AutoModelForCausalLM.from_pretrained(smoke_builds[0]).eval()
+    prompt = [{"role": "user", "content": "How many people live in Rome?"}]
+    ((ids, text),) = D.sample(model, tok, [prompt], n=1, max_new_tokens=8, seed=0)[0]
+    assert len(D.token_char_spans(tok, ids)) == len(ids)
+    if ids:
+        q = D.js_profile(model, tok, prompt, prompt, ids)
+        assert q.shape == (len(ids),) and q.abs().max() < 1e-3
+        other = [{"role": "user", "content": "How many people live in Oslo? Reference SQL: SELECT 1"}]
+        assert D.js_profile(model, tok, prompt, other, ids).max() > 0
