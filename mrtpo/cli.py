@@ -1,0 +1,163 @@
+"""The ``mrtpo`` command: train, evaluate, list runs, plan a paper-scale run. See ``mrtpo --help``.
+
+Every command is a thin wrapper over ``mrtpo.experiments`` (the same calls a notebook makes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXAMPLES = """\
+examples:
+  mrtpo train --task sql --method mrtpo --model tiny          # ~10 min on 2 CPU cores; the folder is reused
+  mrtpo train --task tool --method gdpo --seed 1 --steps 50
+  mrtpo train --task sql --method mrtpo+saw --beta 0.25       # SAW stacked, beta 0.25
+  mrtpo eval --task sql --method mrtpo                        # evaluation of that run (trains nothing)
+  mrtpo eval --task sql --base                                # the untrained base policy
+  mrtpo runs --task sql                                       # table of finished run folders
+  mrtpo plan --task sql --model 7b                            # paper-scale plan, no weights loaded
+
+Run folders: results/runs/<task>/<model>/<method>[-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
+results/). Checkpoints and final weights: ~/.cache/mrtpo/work/<hash>/ ($MRTPO_CACHE). A run killed midway
+resumes from its last checkpoint when the same command is run again.
+"""
+
+
+def _value(text: str):
+    """A --set value: JSON when it parses (numbers, true/false, lists), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
+    from .experiments import METHODS, TINY_SIZES
+    from .models import MODELS
+    from .tasks import TASKS
+
+    p.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
+    p.add_argument("--method", required=method_required, default="gdpo",
+                   help=f"advantage scheme: {', '.join(METHODS)}; add +saw to stack SAW (e.g. mrtpo+saw)")
+    p.add_argument("--model", default="tiny",
+                   help=f"one of: {', '.join(dict.fromkeys(list(MODELS) + list(TINY_SIZES)))} (default tiny: the "
+                   "embedded CPU policy; smoke: seconds-to-build, for tests)")
+    p.add_argument("--seed", type=int, default=0, help="RL seed (default 0)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the registry's, 100 for tiny)")
+    p.add_argument("--beta", type=float, default=None, help="MRTPO reallocation strength in [0, 1] (default 0.5)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="any other run setting or MRTPOConfig field, e.g. --set prompts_per_step=4 save_steps=5")
+
+
+def _overrides(args) -> dict:
+    out = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
+        out[key] = _value(value)
+    if args.beta is not None:
+        out["beta"] = args.beta
+    return out
+
+
+def _print_eval(results: dict) -> None:
+    for bench, res in results.items():
+        for decoding, metrics in res.items():
+            if isinstance(metrics, dict):
+                cells = "  ".join(f"{k}={v:.3f}" for k, v in metrics.items() if isinstance(v, (int, float)))
+                print(f"{bench:22s} {decoding:7s} {cells}")
+
+
+def cmd_train(args) -> None:
+    from .experiments import run
+
+    r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **_overrides(args))
+    print(("trained: " if r.trained else "reused: ") + str(r.path))
+    _print_eval(r.eval)
+
+
+def cmd_eval(args) -> None:
+    from .experiments import evaluate_base, find
+
+    if args.base:
+        overrides = _overrides(args)
+        overrides.pop("beta", None)
+        _print_eval(evaluate_base(args.task, args.model, **overrides))
+        return
+    r = find(args.task, args.method, args.model, args.seed, args.steps, **_overrides(args))
+    if r is None:
+        raise SystemExit("no finished run with these arguments; train it first with `mrtpo train` and the same arguments")
+    print(r.path)
+    _print_eval(r.eval)
+
+
+def cmd_runs(args) -> None:
+    import pandas as pd
+
+    from .experiments import runs_table
+
+    table = runs_table(args.task)
+    if table.empty:
+        print("no finished runs (train one with `mrtpo train --task sql --method mrtpo`)")
+        return
+    with pd.option_context("display.max_colwidth", 120, "display.width", 200):
+        print(table.to_string(index=False))
+
+
+def cmd_plan(args) -> None:
+    from .experiments import BadRequest
+    from .models import dry_run
+
+    try:
+        dry_run(args.task, args.model, args.method)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mrtpo", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
+        description="MRTPO reproduction: multi-reward RL where each reward's advantage goes to the tokens it is "
+        "about. Train and evaluate on the embedded tiny policies (CPU) or the paper's models (GPU).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train, evaluate and write a run folder (reused when it exists)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
+    _run_args(p)
+    p.add_argument("--force", action="store_true", help="retrain from scratch and replace the run folder")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="print the evaluation of a finished run, or of the base policy (--base)")
+    _run_args(p, method_required=False)
+    p.add_argument("--base", action="store_true", help="evaluate the untrained base policy instead")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("runs", help="table of finished run folders")
+    p.add_argument("--task", default=None, help="only this task")
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("plan", help="print the run plan (model, data, steps, batch, GPU memory) without loading weights")
+    p.add_argument("--task", required=True)
+    p.add_argument("--model", default="7b")
+    p.add_argument("--method", default="mrtpo")
+    p.set_defaults(func=cmd_plan)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    from .experiments import BadRequest
+    from .models import ModelNotAvailable
+
+    try:
+        args.func(args)
+    except (BadRequest, ModelNotAvailable) as exc:  # bad input: one clear message, no stack trace
+        sys.exit(f"mrtpo: error: {exc}")
+
+
+if __name__ == "__main__":
+    main()
