@@ -457,7 +457,9 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
     tmp.mkdir(parents=True)
     try:
         (tmp / "config.json").write_text(json.dumps({**ident, "hash": digest, "name": folder.name}, indent=2, default=str))
-        pd.DataFrame([h for h in log_history if "loss" in h]).to_csv(tmp / "metrics.csv", index=False)
+        metrics = pd.DataFrame([h for h in log_history if "loss" in h])
+        # fixed column order: a resumed run reads its early rows back from trainer_state.json with sorted keys
+        metrics[["step"] + sorted(c for c in metrics.columns if c != "step")].to_csv(tmp / "metrics.csv", index=False)
         if (work / "trainer" / "profiles.jsonl").exists():
             shutil.copy(work / "trainer" / "profiles.jsonl", tmp / "profiles.jsonl")
         results = evaluate(cfg, work / "final")
