@@ -15,11 +15,12 @@ import math
 
 import torch
 
+from .relevance import concentration as relevance_concentration
 from .relevance import js_relevance
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
-           "prompt_ids"]
+           "prompt_ids", "localisation"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -76,13 +77,42 @@ def region_share(q, token_spans, region_spans) -> tuple[float, float]:
 
 
 def concentration(q, share: float = 0.8) -> float:
-    """Fraction of tokens that hold ``share`` of ``sum q`` (tokens taken by decreasing q); NaN if no shift."""
+    """Fraction of tokens that hold ``share`` of ``sum q`` (``mrtpo.relevance.concentration`` for one response)."""
     q = torch.as_tensor(q, dtype=torch.float32)
-    total = q.sum().item()
-    if total <= 0:
-        return math.nan
-    cum = q.sort(descending=True).values.cumsum(0)
-    return (int((cum < share * total - 1e-12).sum()) + 1) / q.numel()
+    return float(relevance_concentration(q, torch.ones_like(q), share))
+
+
+def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
+    """Where each reward's shift lands, one row per (saved profile, reward with a check region).
+
+    Columns: ``step``, ``reward``, ``label`` (``task.reward_label`` when the task has it, e.g. the constraint
+    type), ``reward_value`` (1 satisfied / 0 violated for binary verifiers), ``shift_share`` (share of
+    ``sum q`` inside the region the verifier reads), ``token_share`` (that region's share of tokens),
+    ``ratio`` (shift_share / token_share, PAPER.md Table 4), ``inside_outside`` (mean q inside / mean q
+    outside), ``concentration80`` and ``think_shift_share`` (share of the shift inside ``<think>``).
+    Profiles are the trainer's ``profiles.jsonl`` rows (``profile_samples``).
+    """
+    import pandas as pd
+
+    from .tasks.base import completion_text
+
+    rows = []
+    for p in profiles:
+        text = completion_text(p["completion"])
+        spans = token_char_spans(tokenizer, p["completion_ids"])
+        regions = task.check_regions(text, p["example"])
+        for name, q in p["q"].items():
+            if name not in regions or not regions[name] or sum(q) <= 0:
+                continue
+            shift, tokens = region_share(q, spans, regions[name])
+            label = task.reward_label(name, p["example"]) if hasattr(task, "reward_label") else name
+            rows.append({
+                "step": p["step"], "reward": name, "label": label, "reward_value": p["rewards"].get(name),
+                "shift_share": shift, "token_share": tokens, "ratio": shift / tokens if tokens > 0 else math.nan,
+                "inside_outside": region_ratio(q, spans, regions[name]), "concentration80": concentration(q),
+                "think_shift_share": region_share(q, spans, regions.get("think", []))[0],
+            })
+    return pd.DataFrame(rows)
 
 
 @torch.no_grad()

@@ -175,7 +175,7 @@ class MRTPOTrainer(GRPOTrainer):
             w = uniform_weights(mask, rewards.shape[1])
         else:
             q = self._relevance(out, need[local], joint=args.advantage == "joint")
-            self._log_relevance(q, mask, need[local], prompts, completions, rewards[local])
+            self._log_relevance(q, mask, need[local], rewards[local], out["completion_ids"])
             w = token_weights(q, mask, beta)
             if args.advantage == "shuffled":
                 gen = torch.Generator().manual_seed(args.seed * 1_000_003 + self.state.global_step * 101 + local.start)
@@ -204,8 +204,12 @@ class MRTPOTrainer(GRPOTrainer):
             metrics["mrtpo/frac_replayed"].append(need.float().mean().item())
             metrics["mrtpo/effective_k"].append(need.float().sum(1).mean().item())
 
-    def _log_relevance(self, q, mask, need, prompts, completions, rewards) -> None:
-        """Mean q and 80%-concentration per reward over replayed responses; optionally save profiles."""
+    def _log_relevance(self, q, mask, need, rewards, completion_ids) -> None:
+        """Mean q and 80%-concentration per reward over replayed responses; optionally save profiles.
+
+        A saved profile holds what the localisation notebooks need to map q onto the verifiers' check
+        regions: the example's columns, the completion text and ids, the rewards and q per reward.
+        """
         metrics = self._metrics["train"]
         names = self.reward_func_names if q.shape[1] == len(self.reward_func_names) else ["joint"]
         for k, name in enumerate(names):
@@ -218,16 +222,19 @@ class MRTPOTrainer(GRPOTrainer):
                     metrics[f"mrtpo/{name}/concentration80"].append(float(torch.nanmean(conc)))
         n = min(self.args.profile_samples, q.shape[0])
         if n and self.accelerator.is_main_process:
+            inputs, prompts, completions = self._scored[:3]
             path = os.path.join(self.args.output_dir, "profiles.jsonl")
             os.makedirs(self.args.output_dir, exist_ok=True)
             with open(path, "a") as f:
                 for j in range(n):
                     T = int(mask[j].sum())
+                    example = {key: v for key, v in inputs[j].items() if key not in ("completion", "completion_ids")}
                     f.write(json.dumps({
-                        "step": self.state.global_step, "prompt": prompts[j], "completion": completions[j],
+                        "step": self.state.global_step, "example": example, "completion": completions[j],
+                        "completion_ids": completion_ids[j, :T].tolist(),
                         "rewards": dict(zip(self.reward_func_names, [None if r != r else float(r) for r in rewards[j].tolist()])),
                         "q": {name: q[j, k, :T].tolist() for k, name in enumerate(names)},
-                    }) + "\n")
+                    }, default=str) + "\n")
 
     # -- replay ----------------------------------------------------------------------------------------------
     @torch.no_grad()

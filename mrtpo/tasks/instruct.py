@@ -486,6 +486,12 @@ class InstructionFollowing(Task):
             blocks.append(block)
         return blocks
 
+    def reward_label(self, name: str, example: dict) -> str:
+        """The constraint type a slot reward checks in this example (e.g. ``startend:end_checker``)."""
+        ids = list(example.get("instruction_id_list") or [])
+        slot = int(name.rsplit("_", 1)[-1]) if name.startswith("constraint_") else -1
+        return ids[slot] if 0 <= slot < len(ids) else name
+
     def check_regions(self, completion, example):
         text = completion_text(completion)
         regions: dict[str, Spans] = {"think": think_span(text)}

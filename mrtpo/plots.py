@@ -1,0 +1,72 @@
+"""Figures of the book (seaborn). Each function draws from tidy data and returns the figure; ``save`` writes
+it under ``results/figures/`` so that the book and the repository show the same file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # papermill / headless: never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+FIGURES = Path(__file__).resolve().parents[1] / "results" / "figures"
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def save(fig, name: str) -> Path:
+    """Write ``fig`` to ``results/figures/<name>.png`` (150 dpi) and return the path."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / f"{name}.png"
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    return path
+
+
+def relevance_heatmap(tokens: list[str], q: dict[str, list[float]], regions: dict[str, list[int]] | None = None,
+                      title: str = "", max_tokens: int = 80):
+    """Heat map of q_{k,t}: one row per reward, one column per response token (labels = the tokens).
+
+    ``regions`` (reward -> token indices its verifier reads) are outlined, so that the reader sees whether
+    the shift lands where the checker reads.
+    """
+    names = list(q)
+    T = min(len(tokens), max_tokens)
+    data = np.array([q[n][:T] for n in names])
+    fig, ax = plt.subplots(figsize=(max(8, 0.22 * T), 0.6 * len(names) + 1.6))
+    sns.heatmap(data, ax=ax, cmap="magma_r", vmin=0, vmax=max(1e-6, float(data.max())),
+                cbar_kws={"label": "q = sqrt(JS / ln 2)"}, xticklabels=[t.replace("\n", "⏎") for t in tokens[:T]],
+                yticklabels=names)
+    for row, name in enumerate(names):
+        for t in (regions or {}).get(name, []):
+            if t < T:
+                ax.add_patch(plt.Rectangle((t, row), 1, 1, fill=False, edgecolor="#1f77b4", lw=1.2))
+    ax.set_xlabel("response token (outlined: the region this reward's verifier reads)")
+    ax.set_ylabel("reward k")
+    ax.tick_params(axis="x", labelsize=7, rotation=90)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel: str = "", title: str = ""):
+    """Mean ± std over seeds per method (one dot per seed on top), from one row per run."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax, alpha=0.8)
+    sns.stripplot(df, x=x, y=y, hue=hue, dodge=hue is not None, color="black", size=4, ax=ax, legend=False)
+    ax.set_ylabel(ylabel or y)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def curves(df: pd.DataFrame, y: str, hue: str = "method", x: str = "step", ylabel: str = "", title: str = ""):
+    """Training curves: mean over seeds with a band of ± one std."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
+    ax.set_ylabel(ylabel or y)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,80 @@
+"""What the notebooks call: run (or reuse) a grid of runs, read their results back as tidy tables, and put
+the paper's numbers beside them. No number here is typed by hand: everything comes from run folders or from
+``results/paper/*.csv`` (the paper's reported numbers, as data)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from . import experiments
+
+PAPER = Path(__file__).resolve().parents[1] / "results" / "paper"
+
+#: the reward that judges the answer, per task (the tables' headline metric at the tiny scale)
+ANSWER_METRIC = {"sql": "execution_match", "tool": "correctness", "if": "constraint_mean"}
+
+
+def check_model(task: str, model: str, method: str = "mrtpo") -> dict:
+    """Fail fast with the registry's clear error when ``model``'s weights are absent; return the run plan."""
+    from .models import dry_run
+
+    experiments.resolve(task, method, model)
+    return dry_run(task, "tiny" if model == "smoke" else model, method, print_plan=False)
+
+
+def grid(task: str, methods, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False,
+         **overrides) -> list[experiments.Run]:
+    """Run (or reuse from the cache) every method x seed; methods may carry ``+saw``."""
+    runs = []
+    for method, seed in tqdm(list(itertools.product(methods, seeds)), desc=f"{task} runs"):
+        runs.append(experiments.run(task, method, model, seed=seed, steps=steps, force=force, **overrides))
+    return runs
+
+
+def evaluations(runs: list[experiments.Run]) -> pd.DataFrame:
+    """Tidy evaluation rows of these runs (one per run x benchmark x decoding x metric), plus, for
+    instruction following, ``constraint_mean`` = mean over the constraint slots."""
+    df = pd.concat([pd.read_csv(r.path / "eval.csv") for r in runs], ignore_index=True)
+    slots = df[df.metric.str.startswith("constraint_")]
+    if len(slots):
+        keys = [c for c in df.columns if c not in ("metric", "value")]
+        mean = slots.groupby(keys, dropna=False, as_index=False)["value"].mean().assign(metric="constraint_mean")
+        df = pd.concat([df, mean], ignore_index=True)
+    return df
+
+
+def summary(df: pd.DataFrame, metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
+            by: str = "method") -> pd.DataFrame:
+    """Mean ± std over seeds of one metric, one row per ``by`` value, in first-seen order."""
+    sel = df[(df.metric == metric) & (df.benchmark == benchmark) & (df.decoding == decoding)]
+    order = list(dict.fromkeys(sel[by]))
+    out = sel.groupby(by)["value"].agg(mean="mean", std="std", seeds="count").reindex(order)
+    out["std"] = out["std"].fillna(0.0)
+    return out.reset_index()
+
+
+def metrics(runs: list[experiments.Run]) -> pd.DataFrame:
+    """Per-step training metrics of these runs, with method, beta and seed columns (for curves and s)."""
+    frames = []
+    for r in runs:
+        cfg = r.config["config"]
+        m = r.metrics.assign(method=cfg["method"] + ("+saw" if cfg["saw"] else ""), beta=cfg["mrtpo_beta"],
+                             seed=cfg["seed"], task=cfg["task"])
+        frames.append(m)
+    return pd.concat(frames, ignore_index=True)
+
+
+def paper(name: str) -> pd.DataFrame:
+    """The paper's reported numbers of one table or figure (``results/paper/<name>.csv``)."""
+    return pd.read_csv(PAPER / f"{name}.csv")
+
+
+def first_step_reaching(curve: pd.Series, threshold: float) -> float:
+    """First step whose value is >= threshold (NaN when never reached); curve indexed by step."""
+    hit = curve[curve >= threshold]
+    return float(hit.index[0]) if len(hit) else math.nan
