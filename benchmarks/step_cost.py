@@ -66,6 +66,7 @@ def main() -> None:
     loops = {}
     for v, t in trainers.items():
         t.create_optimizer_and_scheduler(num_training_steps=warmup + args.steps)
+        t.current_gradient_accumulation_steps = 1  # set by Trainer.train(); the loss normaliser reads it
         t.model.train()
         loops[v] = iter(t.get_train_dataloader())
     times = {v: [] for v in VARIANTS}

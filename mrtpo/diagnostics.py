@@ -20,7 +20,7 @@ from .relevance import js_relevance
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
-           "prompt_ids", "localisation"]
+           "prompt_ids", "localisation", "profile_example"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -139,3 +139,27 @@ def sample(model, tokenizer, prompts: list, n: int = 1, temperature: float = 1.0
         row = [t for t in row if t != pad]
         results.append((row, tokenizer.decode(row, skip_special_tokens=True)))
     return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+def profile_example(model, tokenizer, task, example: dict, z_blocks=None, temperature: float = 1.0, seed: int = 0,
+                    max_new_tokens: int = 96) -> dict:
+    """Sample one response to ``example`` and replay it leave-one-out for every reward with a Z block.
+
+    ``z_blocks`` defaults to ``task.z_blocks`` (pass your own formulation, same signature). Returns
+    ``{"text", "tokens", "q": {reward: [q_t]}, "regions": {reward: [token indices its verifier reads]}}``.
+    """
+    from .contexts import build_contexts
+
+    ids, text = sample(model, tokenizer, [example["prompt"]], n=1, temperature=temperature, seed=seed,
+                       max_new_tokens=max_new_tokens)[0][0]
+    columns = {k: [v] for k, v in example.items() if k != "prompt"}
+    blocks = (z_blocks or task.z_blocks)(prompts=[example["prompt"]], completions=[text], **columns)[0]
+    ctx = build_contexts(example["prompt"], blocks)
+    spans = token_char_spans(tokenizer, ids)
+    regions = task.check_regions(text, example)
+    return {
+        "text": text,
+        "tokens": [tokenizer.decode([i]) for i in ids],
+        "q": {name: js_profile(model, tokenizer, ctx.all, ctx.minus[name], ids, temperature).tolist() for name in blocks},
+        "regions": {name: [i for i, inside in enumerate(in_region(spans, regions.get(name, []))) if inside] for name in blocks},
+    }

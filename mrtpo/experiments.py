@@ -42,6 +42,9 @@ METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform")
 TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
 #: tiny-base sizes (``mrtpo.tiny.SIZES``): "smoke" trains with the tiny hyperparameters on a seconds-to-build base
 TINY_SIZES = ("tiny", "smoke")
+#: run settings of the "smoke" size (seconds per run: what the test suite renders the book with); overrides win
+SMOKE_RUN = dict(steps=2, prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4,
+                 eval_samples=1, train_size=16, save_steps=1)
 #: registry fields a run takes from ``ModelSpec`` (overridable like any other field)
 SPEC_FIELDS = ("steps", "prompts_per_step", "num_generations", "learning_rate", "max_completion_length",
                "mrtpo_beta", "beta_warmup_steps", "kl_beta")
@@ -130,6 +133,8 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
     except ValueError as exc:  # a registry name that is not a paper setting for this task
         raise BadRequest(str(exc)) from None
     overrides = {ALIASES.get(k, k): v for k, v in overrides.items()}
+    if model == "smoke":
+        overrides = {**SMOKE_RUN, **overrides}
     if steps is not None:
         overrides["steps"] = steps
     own = {f.name for f in dataclasses.fields(RunConfig)} - {"task", "method", "model", "seed", "trainer_args"}

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 from . import experiments
 
 PAPER = Path(__file__).resolve().parents[1] / "results" / "paper"
+RESULTS = PAPER.parent
 
 #: the reward that judges the answer, per task (the tables' headline metric at the tiny scale)
 ANSWER_METRIC = {"sql": "execution_match", "tool": "correctness", "if": "constraint_mean"}
@@ -78,3 +79,20 @@ def first_step_reaching(curve: pd.Series, threshold: float) -> float:
     """First step whose value is >= threshold (NaN when never reached); curve indexed by step."""
     hit = curve[curve >= threshold]
     return float(hit.index[0]) if len(hit) else math.nan
+
+
+def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo")):
+    """Main-table runs of one task: (table, evaluations, figure). The table has one row per method with the
+    held-out answer metric at temperature 1 (mean ± std over seeds) and greedy."""
+    from . import plots
+
+    runs = grid(task, methods, model, seeds, steps, force)
+    evals = evaluations(runs)
+    metric = ANSWER_METRIC[task]
+    table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std"})
+    greedy = summary(evals, metric, decoding="greedy")[["method", "mean"]].rename(columns={"mean": "greedy"})
+    table = table.merge(greedy, on="method")
+    sel = evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")]
+    fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}")
+    plots.save(fig, f"main_table_{task}_{model}")
+    return table, evals, fig

@@ -1,0 +1,56 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # What the replay costs
+#
+# MRTPO adds one forward of P_all per replayed response and one of P_\k per reward whose group varied; the
+# paper states +10% to +20% step time. Below: the step-cost benchmark (`benchmarks/step_cost.py`, same model,
+# prompts and seed, variants stepping in turn) and, per task, the replay rate of the MRTPO runs — the
+# effective K (PAPER.md §6.5 asks for it per task; the paper pools 12–21% over tasks).
+
+# %% tags=["parameters"]
+model = "tiny"
+seeds = [0]
+steps = None
+force = False
+tasks = ["sql", "tool", "if"]
+
+# %%
+import pandas as pd
+
+from mrtpo import plots, report
+
+bench = pd.read_csv(report.RESULTS / "bench" / "step_cost.csv")
+display(bench)
+
+# %%
+rates = []
+for task in tasks:
+    m = report.metrics(report.grid(task, ["mrtpo"], model, seeds, steps, force))
+    per_reward = [c for c in m.columns if c.startswith("mrtpo/") and c.endswith("/frac_replayed") and c.count("/") == 2]
+    row = {"task": task, "pairs replayed (all)": m["mrtpo/frac_replayed"].mean(), "effective K": m["mrtpo/effective_k"].mean(),
+           "replay share of step": (m["time/replay"] / m["step_time"]).median()}
+    row.update({c.split("/")[1]: m[c].mean() for c in per_reward})
+    rates.append(row)
+rates = pd.DataFrame(rates)
+display(rates.round(3))
+
+# %%
+fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", ylabel="median step time / GDPO's", title="step cost (benchmark)")
+plots.save(fig, "replay_cost_bench")
+
+# %% [markdown]
+# **Reading the tables.** The replay's cost scales with the effective K, not with K: rewards whose groups
+# all agree are never replayed. The benchmark's machine and sizes are in its CSV; ratios measured on a
+# 2-core CPU with a 3.4M-parameter policy are not GPU figures.
