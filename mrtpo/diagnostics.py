@@ -112,7 +112,9 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
                 "inside_outside": region_ratio(q, spans, regions[name]), "concentration80": concentration(q),
                 "think_shift_share": region_share(q, spans, regions.get("think", []))[0],
             })
-    return pd.DataFrame(rows)
+    columns = ["step", "reward", "label", "reward_value", "shift_share", "token_share", "ratio", "inside_outside",
+               "concentration80", "think_shift_share"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 @torch.no_grad()

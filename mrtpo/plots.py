@@ -25,6 +25,14 @@ def save(fig, name: str) -> Path:
     return path
 
 
+def empty(message: str):
+    """A figure that says why there is nothing to draw (e.g. no reward varied, so nothing was replayed)."""
+    fig, ax = plt.subplots(figsize=(7, 1.8))
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    ax.set_axis_off()
+    return fig
+
+
 def relevance_heatmap(tokens: list[str], q: dict[str, list[float]], regions: dict[str, list[int]] | None = None,
                       title: str = "", max_tokens: int = 80):
     """Heat map of q_{k,t}: one row per reward, one column per response token (labels = the tokens).
@@ -53,6 +61,8 @@ def relevance_heatmap(tokens: list[str], q: dict[str, list[float]], regions: dic
 
 def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel: str = "", title: str = ""):
     """Mean ± std over seeds per method (one dot per seed on top), from one row per run."""
+    if df.empty:
+        return empty(f"no data for {title or y}")
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax, alpha=0.8)
     sns.stripplot(df, x=x, y=y, hue=hue, dodge=hue is not None, color="black", size=4, ax=ax, legend=False)
@@ -64,6 +74,8 @@ def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel
 
 def curves(df: pd.DataFrame, y: str, hue: str = "method", x: str = "step", ylabel: str = "", title: str = ""):
     """Training curves: mean over seeds with a band of ± one std."""
+    if df.empty or y not in df or df[y].isna().all():
+        return empty(f"no data for {title or y}")
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.lineplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
     ax.set_ylabel(ylabel or y)

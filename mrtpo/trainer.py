@@ -141,9 +141,14 @@ class MRTPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         self._step_time = {}
         loss = super().training_step(model, inputs, num_items_in_batch)
+        metrics = self._metrics["train"]
+        skipped = not torch.isfinite(loss).all()
+        if skipped:  # a broken forward (inf/NaN logits): drop this batch's gradient instead of training on it
+            model.zero_grad(set_to_none=True)
+            loss = torch.zeros_like(loss)
+        metrics["mrtpo/skipped_nonfinite"].append(float(skipped))
         total = time.perf_counter() - start
         spent = self._step_time.get("generation", 0.0) + self._step_time.get("replay", 0.0)
-        metrics = self._metrics["train"]
         metrics["time/generation"].append(self._step_time.get("generation", 0.0))
         metrics["time/replay"].append(self._step_time.get("replay", 0.0))
         metrics["time/loss_backward"].append(total - spent)
@@ -287,6 +292,8 @@ class MRTPOTrainer(GRPOTrainer):
                 )
                 for i, (j, k, _) in enumerate(rows):
                     q[j, k] = js[i]
+            # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
+            q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
         finally:
             model.train(was_training)
         return q

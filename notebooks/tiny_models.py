@@ -24,6 +24,7 @@
 
 # %% tags=["parameters"]
 model = "tiny"
+force = False  # unused here: this page trains nothing
 
 # %%
 import pandas as pd

@@ -87,3 +87,21 @@ def test_zero_relevance_everywhere(smoke_policy, tmp_path, monkeypatch):
     trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1, beta_warmup_steps=0)
     finite_run(trainer)
     assert trainer.state.log_history[0]["mrtpo/frac_qbar_zero"] == 1
+
+
+def test_nonfinite_logits_skip_the_step_and_count_it(smoke_policy, tmp_path):
+    """A model whose training forward returns NaN logits: the step is skipped (weights unchanged), counted, and
+    nothing non-finite reaches the logs."""
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=2, learning_rate=1e-2, weight_decay=0.0)
+    norm = trainer.model.get_decoder().norm  # final hidden states (TRL fuses the lm_head, so hook before it)
+    norm.register_forward_hook(lambda mod, inp, out: out * float("nan") if torch.is_grad_enabled() else out)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    after = list(trainer.model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, after))
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert [h["mrtpo/skipped_nonfinite"] for h in logs] == [1.0, 1.0]
+    for h in trainer.state.log_history:
+        for k, v in h.items():
+            if isinstance(v, float) and k != "grad_norm":
+                assert math.isfinite(v), (k, v)
