@@ -70,3 +70,21 @@ def safe_reward(func: Callable[[str, dict], float | None]) -> Callable[[str, dic
 
     wrapped.__name__ = getattr(func, "__name__", "reward")
     return wrapped
+
+
+def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink ``[start, end)`` past whitespace at both ends."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def think_span(text: str) -> Spans:
+    """``[(start, end)]`` of the reasoning between the first ``<think>`` and the next ``</think>``; ``[]`` when
+    absent or empty. Every task's check regions include it as ``think`` (shift-by-region plots)."""
+    open_ = text.find("<think>")
+    close = text.find("</think>", open_ + len("<think>")) if open_ >= 0 else -1
+    start = open_ + len("<think>")
+    return [(start, close)] if close > start else []

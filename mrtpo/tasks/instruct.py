@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, safe_reward
+from .base import Spans, Task, completion_text, safe_reward, strip_span, think_span
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
@@ -89,20 +89,9 @@ def answer_span(text: str) -> tuple[int, int]:
         start = close + len("</think>")
     elif text.lstrip().startswith("<think>"):
         return (end, end)
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end)
+    return strip_span(text, start, end)
 
 
-def think_span(text: str) -> Spans:
-    """Span of the reasoning between ``<think>`` and the first ``</think>`` after it (empty if absent)."""
-    open_ = text.find("<think>")
-    if open_ < 0:
-        return []
-    close = text.find("</think>", open_)
-    return [(open_ + len("<think>"), close)] if close >= 0 else []
 
 
 def check_constraint(response: str, instruction_id: str, kwargs: dict | None, prompt: str = "") -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import sqlglot
 from sqlglot import exp
 
-from .base import Spans, Task, completion_text, safe_reward
+from .base import Spans, Task, completion_text, safe_reward, strip_span, think_span
 from .sqlexec import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor, results_match
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -57,15 +57,6 @@ def is_well_formed(text: str) -> bool:
     return all(text.count(tag) == 1 for tag in TAGS) and _FORMAT_RE.fullmatch(text) is not None
 
 
-def _strip(text: str, start: int, end: int) -> tuple[int, int]:
-    """Shrink ``[start, end)`` past whitespace at both ends."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
-
-
 def answer_sql_span(text: str) -> tuple[int, int] | None:
     """Character span of the SQL in the last ``<answer>…</answer>`` block, or None.
 
@@ -76,7 +67,7 @@ def answer_sql_span(text: str) -> tuple[int, int] | None:
     start = text.rfind("<answer>", 0, last_close) if last_close >= 0 else -1
     if start < 0:
         return None
-    start, end = _strip(text, start + len("<answer>"), text.find("</answer>", start + len("<answer>")))
+    start, end = strip_span(text, start + len("<answer>"), text.find("</answer>", start + len("<answer>")))
     if text.startswith("```", start, end):
         start += 3
         for lang in ("sqlite", "sql"):
@@ -85,7 +76,7 @@ def answer_sql_span(text: str) -> tuple[int, int] | None:
                 break
         if text.endswith("```", start, end):
             end -= 3
-        start, end = _strip(text, start, end)
+        start, end = strip_span(text, start, end)
     return (start, end) if end > start else None
 
 
@@ -93,13 +84,6 @@ def answer_sql(text: str) -> str | None:
     """The SQL the verifiers execute: the content of the last ``<answer>`` block, or None."""
     span = answer_sql_span(text)
     return text[span[0] : span[1]] if span else None
-
-
-def think_span(text: str) -> tuple[int, int] | None:
-    """Character span of the content of the first ``<think>`` up to the next ``</think>``, or None."""
-    start = text.find("<think>")
-    end = text.find("</think>", start + len("<think>")) if start >= 0 else -1
-    return (start + len("<think>"), end) if end >= 0 else None
 
 
 def tag_spans(text: str) -> Spans:
@@ -310,12 +294,11 @@ class TextToSQL(Task):
         not parse) and, for region plots, the ``<think>`` content (``think``)."""
         text = completion_text(completion)
         sql_span = answer_sql_span(text)
-        think = think_span(text)
         regions: dict[str, Spans] = {
             "format": tag_spans(text),
             "executable": [sql_span] if sql_span else [],
             "execution_match": [sql_span] if sql_span else [],
-            "think": [think] if think and think[1] > think[0] else [],
+            "think": think_span(text),
         }
         if self.sub_verifiers:
             regions.update(self._item_regions(text, sql_span))

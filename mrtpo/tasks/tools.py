@@ -34,7 +34,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, safe_reward
+from .base import Spans, Task, completion_text, safe_reward, strip_span, think_span
 
 logger = logging.getLogger(__name__)
 
@@ -99,18 +99,9 @@ def tool_call_span(text: str) -> tuple[int, int] | None:
     end = text.find("</tool_call>", start)
     if end < 0:
         return None
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end)
+    return strip_span(text, start, end)
 
 
-def think_span(text: str) -> Spans:
-    """Span of the reasoning between ``<think>`` and the first ``</think>`` after it (empty if absent)."""
-    open_ = text.find("<think>")
-    close = text.find("</think>", open_) if open_ >= 0 else -1
-    return [(open_ + len("<think>"), close)] if close >= 0 else []
 
 
 def format_ok(text: str) -> bool:
