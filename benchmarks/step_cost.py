@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--max-completion", type=int, default=96)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "step_cost.csv"))
     args = parser.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
 
     task = get_task(args.task)
     if args.model is None:

@@ -196,3 +196,48 @@ def test_two_processes_equal_one(smoke_policy, tmp_path):
     a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
     assert a["s"] < 1  # the bound is active, so its global sums matter
     assert torch.allclose(a["adv"], b["adv"], atol=1e-6) and abs(a["s"] - b["s"]) < 1e-6
+
+
+def test_relevance_peaks_where_the_left_out_block_can_reach(smoke_policy, tmp_path):
+    """A one-layer policy with sliding-window attention (window W) sees only its last W tokens, so removing the
+    last Z block can move exactly the first W - tail completion positions (tail = template tokens after the
+    block) and removing an earlier block can move none: q must be positive exactly there and ~0 elsewhere."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    _, tok = smoke_policy
+    W = 6
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True, sliding_window=W,
+                         max_window_layers=0, tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id)
+    path = tmp_path / "window_policy"
+    Qwen2ForCausalLM(config).save_pretrained(path)
+    tok.save_pretrained(path)
+
+    def blocks(prompts, completions, **kw):
+        return [{"parity": "city 1 2 3", "has_a": "count rows 4 5"} for _ in completions]
+
+    trainer = MRTPOTrainer(
+        model=str(path), processing_class=tok, reward_funcs=[parity, has_a], train_dataset=dataset(),
+        args=MRTPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none",
+                         num_generations=4, per_device_train_batch_size=8), z_blocks=blocks,
+    )
+    prompt = [{"role": "user", "content": "Which city ?"}]
+    completion = tok("SELECT name FROM city WHERE pop > 5", add_special_tokens=False)["input_ids"]
+    T = len(completion)
+    trainer._scored = ([{"prompt": prompt}], [prompt], ["x"], [completion], None)
+    out = {"completion_ids": torch.tensor([completion]), "completion_mask": torch.ones(1, T, dtype=torch.long)}
+    q = trainer._relevance(out, torch.ones(1, 2, dtype=torch.bool), joint=False)[0]
+
+    from mrtpo.contexts import build_contexts
+
+    ctx = build_contexts(prompt, blocks(None, [None])[0])
+    ids_all = trainer._tokenize_prompts([ctx.all])[0][0]
+    ids_minus = trainer._tokenize_prompts([ctx.minus["has_a"]])[0][0]
+    tail = next(i for i in range(1, len(ids_minus)) if ids_all[-i] != ids_minus[-i]) - 1  # shared template tokens
+    reach = W - tail  # completion positions whose window still contains the last block
+    assert 0 < reach < T
+    assert (q[1, :reach] > 1e-3).all(), q[1]  # "has_a" is the last block
+    assert (q[1, reach:] < 1e-4).all(), q[1]
+    assert (q[0] < 1e-4).all(), q[0]  # the earlier block is out of every completion position's window
