@@ -24,7 +24,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -49,11 +48,12 @@ def rewards_of(task, prompts, texts, rows) -> dict[str, list[float]]:
     return out
 
 
-def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens: int = 96, seed: int = 0) -> list[dict]:
+def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens: int = 96, seed: int = 0,
+            size: str = "tiny") -> list[dict]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
-    path = tiny_base(task_name, seed=seed)
+    torch.set_num_threads(1)  # see mrtpo.tiny.BUILD_THREADS: two threads on a shared machine spin-wait
+    path = tiny_base(task_name, size=size, seed=seed)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -175,12 +175,14 @@ def main() -> None:
     ap.add_argument("--tasks", nargs="+", default=["sql"])
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size", default="tiny", help="tiny (the acceptance figures) or smoke (a quick check)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     for t in args.tasks:
-        rows = measure(t, n_prompts=args.prompts, seed=args.seed)
+        rows = measure(t, n_prompts=args.prompts, seed=args.seed, size=args.size)
         for r in rows:
             print(f"{r['task']:5s} {r['criterion']:34s} {r['value']!s:>8} target {r['target']!s:>8} met {r['met']}  {r['notes']}")
-        write(rows)
+        write(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -41,10 +41,17 @@ from .tokenizer import EOS, build_tokenizer
 #: bump when the build procedure changes in a way the recipe does not capture (invalidates caches)
 BUILD_VERSION = 1
 
+#: one intra-op thread: on a shared 2-core machine two threads slowed a step 10x whenever another process
+#: held a core (spin-waiting), and a fixed count keeps the weights bit-identical from build to build
+BUILD_THREADS = 1
+
 #: architecture per size: Qwen2, tied embeddings
 SIZES: dict[str, dict[str, int]] = {
     "smoke": dict(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2),
-    "tiny": dict(hidden_size=256, num_hidden_layers=4, intermediate_size=704, num_attention_heads=4, num_key_value_heads=4),
+    # 1.97M params: the prototype's 3.4M (hidden 256, intermediate 704) took ~4 s/step here at 24 x ~190
+    # tokens on a shared 2-core machine, far over the ~7 min per-base budget; kept as "small"
+    "tiny": dict(hidden_size=192, num_hidden_layers=4, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4),
+    "small": dict(hidden_size=256, num_hidden_layers=4, intermediate_size=704, num_attention_heads=4, num_key_value_heads=4),
 }
 
 
@@ -68,14 +75,17 @@ class Recipe:
     """Everything that decides a tiny base; its hash names the cache folder."""
 
     size: str = "tiny"
-    steps: int = 300  # the prototype's 450 x 32 took 14 min; 300 x 24 fits the ~7 min per-base budget
+    steps: int = 450
     batch: int = 24
-    lr: float = 1.5e-3
+    lr: float = 2e-3
     warmup_steps: int = 20
     weight_decay: float = 0.01
     n_train: int = 4000
-    random_value_frac: float = 0.3
-    hide_value_frac: float = 0.15
+    random_value_frac: float = 0.5
+    hide_value_frac: float = 0.25
+    #: keep the values the reference ``<think>`` restates; False drops them (``THINK_VALUES``), so that the
+    #: value uncertainty without Z sits in the answer the verifier reads rather than in the reasoning
+    think_values: bool = False
     hint_p: tuple[float, float] = (0.9, 0.5)
     hint_switch: float = 1 / 3
     noise: tuple[Noise, ...] = ()
@@ -98,13 +108,16 @@ def default_recipe(task_name: str, size: str = "tiny") -> Recipe:
 #: not to copy (prototype).
 TASK_NOISE: dict[str, tuple[Noise, ...]] = {
     "sql": (
-        Noise("structure", 0.35, ("execution_match",)),
+        Noise("structure", 0.25, ("execution_match",)),
         Noise("syntax", 0.15, ("executable",)),
-        Noise("tag", 0.15, ("format",)),
+        Noise("tag", 0.3, ("format",)),
     ),
     "tool": (Noise("value", 0.35, ("correctness",)), Noise("tag", 0.15, ("format",))),
     "if": (),
 }
+
+#: per task, the part of the reference ``<think>`` that restates the values (removed unless think_values)
+THINK_VALUES = {"sql": re.compile(r" and values? [^<]*?(?=\.</think>)")}
 
 #: values a task's answers copy: quoted strings and numbers of two or more digits
 VALUE_RE = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"|(?<![\w.])(\d{2,})(?![\w.])")
@@ -171,6 +184,8 @@ def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[War
     out = []
     for row, kind in zip(rows, kinds):
         response = task.reference_response(row)
+        if not recipe.think_values and task_name_of(task) in THINK_VALUES:
+            response = THINK_VALUES[task_name_of(task)].sub("", response)
         columns = {k: [v] for k, v in row.items() if k != "prompt"}
         z = task.z_blocks([row["prompt"]], [[{"role": "assistant", "content": response}]], **columns)[0]
         ex = WarmupExample([dict(m) for m in row["prompt"]], response, dict(z), kind)
@@ -178,6 +193,10 @@ def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[War
             ex = randomise_values(ex, rng, words)
         out.append(ex)
     return out
+
+
+def task_name_of(task) -> str:
+    return getattr(task, "name", "")
 
 
 def _supports_hide_value(task) -> bool:
@@ -283,14 +302,14 @@ def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | Non
     return path
 
 
-def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int = 50) -> dict:
+def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int = 25) -> dict:
     """Train the tokenizer and the policy for one tiny base and save them to ``out``."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from .tasks import get_task
 
     t0 = time.time()
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(BUILD_THREADS)
     task = get_task(task_name)
     words = pseudo_words(400, seed)
     examples = make_examples(task, recipe, seed, words)
