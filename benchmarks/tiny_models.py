@@ -32,7 +32,7 @@ import torch
 from mrtpo import diagnostics as D
 from mrtpo.contexts import build_contexts
 from mrtpo.tasks import get_task
-from mrtpo.tiny import tiny_base
+from mrtpo.tiny import hidden_value_rows, tiny_base
 
 FIELDS = ("task", "criterion", "value", "target", "met", "notes")
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
@@ -135,8 +135,8 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         row(f"reading/{name}", with_z - without, "> 0", with_z > without, f"with Z {with_z:.3f}, without {without:.3f}")
 
     # reading where the needed value exists only in Z
-    if "hide_value" in __import__("inspect").signature(task.synthetic).parameters:
-        hidden = task.synthetic(n_prompts, seed=seed, split="test", hide_value=True)
+    hidden = hidden_value_rows(task, n_prompts, seed, "test")
+    if hidden is not None:
         hrows, hsamples, _, hscores = sample_and_score(hidden, with_z=False, sample_seed=3)
         hz = task.z_blocks([r["prompt"] for r in hrows], [[{"role": "assistant", "content": s[0][1]}] for s in hsamples],
                            **{k: [r[k] for r in hrows] for k in hrows[0] if k != "prompt"})
