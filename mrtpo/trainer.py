@@ -179,7 +179,9 @@ class MRTPOTrainer(GRPOTrainer):
         if args.advantage == "uniform":
             w = uniform_weights(mask, rewards.shape[1])
         else:
+            forwards = self.replay_forwards
             q = self._relevance(out, need[local], joint=args.advantage == "joint")
+            metrics["mrtpo/replay_forwards_per_response"].append((self.replay_forwards - forwards) / B)
             self._log_relevance(q, mask, need[local], rewards[local], out["completion_ids"])
             w = token_weights(q, mask, beta)
             if args.advantage == "shuffled":

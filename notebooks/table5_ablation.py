@@ -39,8 +39,8 @@ metric = report.ANSWER_METRIC[task]
 # %%
 table = report.summary(evals, metric)
 cost = steps_df.groupby("method").agg(step_s=("step_time", "median"), replay_s=("time/replay", "median"))
-if "mrtpo/effective_k" in steps_df:
-    cost["extra_forwards_per_response"] = steps_df.groupby("method")["mrtpo/effective_k"].mean()
+if "mrtpo/replay_forwards_per_response" in steps_df:
+    cost["extra_forwards_per_response"] = steps_df.groupby("method")["mrtpo/replay_forwards_per_response"].mean()
 table = table.merge(cost.reset_index(), on="method", how="left")
 table["step_ratio_to_gdpo"] = table["step_s"] / table.loc[table.method == "gdpo", "step_s"].item()
 display(table.round(3))
@@ -52,7 +52,8 @@ fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == "sy
 plots.save(fig, f"table5_{task}_{model}")
 
 # %% [markdown]
-# **Reading the table.** `extra_forwards_per_response` is the replay's cost in forwards (joint: at most 1;
-# MRTPO: one P_all plus one P_\k per reward whose group varied). A variant is worth its cost only if its gain
+# **Reading the table.** `extra_forwards_per_response` is the replay's cost in forwards per sampled response
+# (joint: P_all and P_0 for each response whose rewards varied; MRTPO: P_all plus one P_\k per reward whose
+# group varied). A variant is worth its cost only if its gain
 # over GDPO exceeds the seed spread; with one seed at the tiny scale this table shows cost reliably and gain
 # only indicatively.

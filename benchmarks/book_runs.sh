@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The tiny-scale runs the book shows, in priority order, one at a time (2 cores: never two trainings at once).
+# Each finished run folder is reused by the notebooks (same config hash); commit results/runs/ as they land.
+set -u
+cd "$(dirname "$0")/.."
+MRTPO="${MRTPO:-.venv/bin/mrtpo}"
+runs=(
+  "--task sql --method gdpo"
+  "--task sql --method mrtpo"
+  "--task sql --method grpo"
+  "--task sql --method joint"
+  "--task sql --method shuffled"
+  "--task sql --method mrtpo+saw"
+  "--task sql --method mrtpo --beta 0.25"
+  "--task sql --method mrtpo --beta 0.75"
+  "--task tool --method gdpo"
+  "--task tool --method mrtpo"
+  "--task tool --method grpo"
+  "--task if --method gdpo"
+  "--task if --method mrtpo"
+  "--task if --method grpo"
+)
+for r in "${runs[@]}"; do
+  echo "[book_runs] $(date +%T) $r"
+  $MRTPO train $r --model tiny || echo "[book_runs] FAILED: $r"
+done
