@@ -5,22 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt  # in notebooks the inline backend shows every figure; headless runs use Agg
+import numpy as np
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")  # papermill / headless: never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-FIGURES = Path(__file__).resolve().parents[1] / "results" / "figures"
 sns.set_theme(style="whitegrid", context="notebook")
 
 
 def save(fig, name: str) -> Path:
-    """Write ``fig`` to ``results/figures/<name>.png`` (150 dpi) and return the path."""
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / f"{name}.png"
+    """Write ``fig`` to ``<results>/figures/<name>.png`` (150 dpi; ``$MRTPO_RESULTS`` moves it) and return the path."""
+    from .experiments import results_root
+
+    folder = results_root() / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     fig.savefig(path, dpi=150, bbox_inches="tight")
     return path
 

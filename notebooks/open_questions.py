@@ -28,7 +28,7 @@ tasks = ["sql", "tool", "if"]
 import pandas as pd
 from transformers import AutoTokenizer
 
-from mrtpo import diagnostics, report
+from mrtpo import diagnostics, plots, report
 from mrtpo.experiments import base_path, resolve
 from mrtpo.tasks import get_task
 
@@ -44,6 +44,9 @@ warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9]
 s = warm.groupby("beta")["mrtpo/s"].agg(s_mean="mean", bound_active=lambda x: float((x < 1).mean()))
 s["delivered_s_times_beta"] = s["s_mean"] * s.index
 display(s.round(3))
+fig = plots.curves(m.assign(s_times_beta=m["mrtpo/s"] * m["mrtpo/beta"]), "s_times_beta", hue="beta",
+                   ylabel="s x beta_t (delivered reallocation)", title="does beta cancel? (PAPER.md §6.2)")
+plots.save(fig, f"open_questions_s_beta_{task}_{model}")
 
 # %% [markdown]
 # ## 3. Cost vs gain: joint replay (one forward) vs per-reward replay (K forwards)
