@@ -24,3 +24,5 @@ for r in "${runs[@]}"; do
   echo "[book_runs] $(date +%T) $r"
   $MRTPO train $r --model tiny || echo "[book_runs] FAILED: $r"
 done
+# issue 5's learning criterion: two more GDPO seeds on sql and the untrained base's evaluation
+.venv/bin/python benchmarks/tiny_models.py --tasks sql --learning
