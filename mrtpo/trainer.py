@@ -8,6 +8,7 @@ leave-one-out contexts with the sampling weights, turns the JS profiles into tok
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
 REPLAYING = ("mrtpo", "joint", "shuffled")
 
 ZBlockFunc = Callable[..., list]
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -257,8 +259,7 @@ class MRTPOTrainer(GRPOTrainer):
         q = torch.zeros(B, 1 if joint else K, T, device=out["completion_ids"].device)
         if not need.any():
             return q
-        columns = {key: [x[key] for x in inputs] for key in inputs[0] if key not in ("prompt", "completion", "completion_ids")}
-        blocks = self.z_blocks(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+        blocks = self._z_blocks(inputs, prompts, completions, completion_ids)
         names = self.reward_func_names
         ref_prompts, ref_rows = [], []  # P_all, one per replayed response
         cmp_prompts, cmp_rows = [], []  # (response j, profile index k, index of j's P_all row)
@@ -299,6 +300,25 @@ class MRTPOTrainer(GRPOTrainer):
         finally:
             model.train(was_training)
         return q
+
+    def _z_blocks(self, inputs, prompts, completions, completion_ids) -> list[dict[str, str]]:
+        """The Z blocks of every response. A builder that raises (strange text, a broken user formulation) never
+        crashes the step: the responses it fails on get no blocks (uniform weights), counted per step."""
+        columns = {key: [x[key] for x in inputs] for key in inputs[0] if key not in ("prompt", "completion", "completion_ids")}
+        try:
+            return self.z_blocks(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+        except Exception:  # retry one response at a time to keep every response the builder can handle
+            blocks = []
+            for j in range(len(prompts)):
+                try:
+                    blocks += self.z_blocks(prompts=prompts[j : j + 1], completions=completions[j : j + 1],
+                                            completion_ids=completion_ids[j : j + 1],
+                                            **{key: values[j : j + 1] for key, values in columns.items()})
+                except Exception as exc:
+                    logger.warning("z_blocks failed on response %d (%s: %s); it is not replayed", j, type(exc).__name__, exc)
+                    blocks.append({})
+            self._metrics["train"]["mrtpo/z_block_errors"].append(sum(1 for b in blocks if not b))
+            return blocks
 
     def _replay_hidden(self, model, prompts: list, completion_ids: list[torch.Tensor]) -> torch.Tensor:
         """Final hidden states (N, T, H) that predict each completion token, for prompts ⊕ completion.

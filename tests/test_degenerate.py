@@ -105,3 +105,20 @@ def test_nonfinite_logits_skip_the_step_and_count_it(smoke_policy, tmp_path):
         for k, v in h.items():
             if isinstance(v, float) and k != "grad_norm":
                 assert math.isfinite(v), (k, v)
+
+
+def test_z_block_builder_that_raises_never_crashes_a_step(smoke_policy, tmp_path):
+    """Responses whose Z blocks cannot be built are not replayed (uniform weights); the rest are; errors counted."""
+    from test_trainer import z_blocks
+
+    def fragile(prompts, completions, completion_ids=None, **kw):
+        if any(c[0] % 2 for c in completion_ids):
+            raise ValueError("cannot build a block for this text")
+        return z_blocks(prompts, completions, completion_ids, **kw)
+
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=2)
+    trainer.z_blocks = fragile
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert sum(h.get("mrtpo/z_block_errors", 0) for h in logs) > 0
+    assert all(math.isfinite(h["loss"]) for h in logs) and trainer.replay_forwards > 0
