@@ -92,6 +92,10 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std"})
     greedy = summary(evals, metric, decoding="greedy")[["method", "mean"]].rename(columns={"mean": "greedy"})
     table = table.merge(greedy, on="method")
+    # sampling noise of one evaluation: binomial standard error over prompts x samples (a lower bound, since
+    # samples of one prompt are correlated); a gap smaller than ~2 of these is not a difference
+    draws = len(runs) and runs[0].config["config"]["eval_samples"] * int(evals["n_prompts"].iloc[0])
+    table["temp1_eval_se"] = (table["temp1_mean"] * (1 - table["temp1_mean"]) / draws) ** 0.5
     sel = evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")]
     fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}")
     plots.save(fig, f"main_table_{task}_{model}")

@@ -51,5 +51,6 @@ print(f"GDPO - GRPO here: {ours['gdpo'] - ours['grpo']:+.3f}; paper 7B: {theirs[
 # %% [markdown]
 # **Reading the table.** The ordering of the methods is what can be compared with the paper; the size of
 # the gap cannot, because the tiny policy and its synthetic benchmark are far from a 7B coder on Spider.
-# With one seed, a difference smaller than the seed spread the paper itself reports is not evidence
-# either way.
+# `temp1_eval_se` is the evaluation's own sampling noise (binomial, a lower bound); with one seed, a gap
+# smaller than about two of those, or than the seed spread the paper itself reports, is not evidence either
+# way.
