@@ -20,6 +20,7 @@ A task knows its data, its verifiers and what each verifier reads; it knows noth
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 RewardFunc = Callable[..., list]
@@ -70,6 +71,18 @@ def safe_reward(func: Callable[[str, dict], float | None]) -> Callable[[str, dic
 
     wrapped.__name__ = getattr(func, "__name__", "reward")
     return wrapped
+
+
+def report_checker_errors(name: str, scores: list, reasons: list[str], columns: dict) -> None:
+    """Count one batch's checker errors and not-applicable responses into TRL's per-step metrics (through the
+    ``log_metric`` callback TRL passes to reward functions) and log the first error's reason."""
+    errors = [r for r in reasons if r]
+    if errors:
+        logging.getLogger("mrtpo.tasks").warning("%s: %d checker error(s), e.g. %s", name, len(errors), errors[0])
+    log_metric = columns.get("log_metric")
+    if callable(log_metric):
+        log_metric(f"{name}/checker_errors", float(len(errors)))
+        log_metric(f"{name}/not_applicable", float(sum(s is None for s in scores)))
 
 
 def strip_span(text: str, start: int, end: int) -> tuple[int, int]:

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, safe_reward, strip_span, think_span
+from .base import Spans, Task, completion_text, report_checker_errors, safe_reward, strip_span, think_span
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
@@ -452,11 +452,13 @@ class InstructionFollowing(Task):
             return float(check_constraint(text, ids[slot], kw, example["prompt_text"]))
 
         def reward(prompts, completions, completion_ids=None, **columns):
-            out = []
+            out, reasons = [], []
             for j, completion in enumerate(completions):
                 example = _example(prompts, j, columns)
-                value, _ = score(completion_text(completion), example)
+                value, reason = score(completion_text(completion), example)
                 out.append(value if example is not None else None)
+                reasons.append(reason)
+            report_checker_errors(f"constraint_{slot}", out, reasons, columns)
             return out
 
         reward.__name__ = f"constraint_{slot}"

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import sqlglot
 from sqlglot import exp
 
-from .base import Spans, Task, completion_text, safe_reward, strip_span, think_span
+from .base import Spans, Task, completion_text, report_checker_errors, safe_reward, strip_span, think_span
 from .sqlexec import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor, results_match
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -251,15 +251,12 @@ class TextToSQL(Task):
         safe = safe_reward(check)
 
         def reward(prompts, completions, completion_ids=None, **columns):
-            scores, errors = [], 0
+            scores, reasons = [], []
             for i, completion in enumerate(completions):
                 value, reason = safe(completion, _example(columns, i))
                 scores.append(value)
-                errors += bool(reason)
-            log_metric = columns.get("log_metric")
-            if callable(log_metric):
-                log_metric(f"{name}/checker_errors", float(errors))
-                log_metric(f"{name}/not_applicable", float(sum(s is None for s in scores)))
+                reasons.append(reason)
+            report_checker_errors(name, scores, reasons, columns)
             return scores
 
         reward.__name__ = name

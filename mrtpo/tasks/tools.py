@@ -34,7 +34,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, safe_reward, strip_span, think_span
+from .base import Spans, Task, completion_text, report_checker_errors, safe_reward, strip_span, think_span
 
 logger = logging.getLogger(__name__)
 
@@ -467,11 +467,13 @@ class ToolCalling(Task):
 
         def make(scorer, name, needs_columns):
             def reward(prompts, completions, completion_ids=None, **columns):
-                out = []
+                out, reasons = [], []
                 for j, completion in enumerate(completions):
                     example = _example(j, columns)
-                    missing = needs_columns and example is None
-                    out.append(None if missing else scorer(completion_text(completion), example)[0])
+                    value, reason = (None, "") if needs_columns and example is None else scorer(completion_text(completion), example)
+                    out.append(value)
+                    reasons.append(reason)
+                report_checker_errors(name, out, reasons, columns)
                 return out
 
             reward.__name__ = name
