@@ -141,7 +141,7 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         hz = task.z_blocks([r["prompt"] for r in hrows], [[{"role": "assistant", "content": s[0][1]}] for s in hsamples],
                            **{k: [r[k] for r in hrows] for k in hrows[0] if k != "prompt"})
         _, _, _, hscores_z = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
-        for name in task.answer_rewards:
+        for name in getattr(task, "hidden_rewards", task.answer_rewards):
             if name not in hscores:
                 continue
             without = torch.nanmean(torch.tensor(hscores[name])).item()

@@ -62,7 +62,9 @@ class Noise:
     kind: ``value`` (one value in the answer region swapped for a random one), ``structure`` (one
     operator/column swap that keeps SQL executable, ``SQL_SWAPS``), ``syntax`` (one keyword of the answer
     region misspelt), ``tag`` (one response tag dropped or misspelt). An empty gate means
-    "whatever the prompt shows".
+    "whatever the prompt shows". ``constraint`` is drawn once per Z block instead, gated on that block
+    alone: when block k is not shown, the response violates the constraint block k states
+    (``violate_constraint``) with probability ``p``.
     """
 
     kind: str
@@ -114,16 +116,17 @@ TASK_NOISE: dict[str, tuple[Noise, ...]] = {
         Noise("syntax", 0.15, ("executable",)),
         Noise("tag", 0.15, ("format",)),
     ),
-    "tool": (Noise("value", 0.3, ("correctness",)), Noise("tag", 0.3, ("format",))),
-    "if": (),
+    "tool": (Noise("value", 0.2, ("correctness",)), Noise("tag", 0.15, ("format",))),
+    "if": (Noise("constraint", 0.3),),
 }
 
 #: per task, the part of the reference ``<think>`` that restates the values (removed unless think_values)
 THINK_VALUES = {"sql": re.compile(r" and values? [^<]*?(?=\.</think>)")}
 
 #: values a task's answers copy: single-quoted strings (SQL), double-quoted JSON values (not keys: they
-#: follow ": "), numbers of two or more digits
-VALUE_RE = re.compile(r"'([^'\n]{1,40})'|(?<=: )\"([^\"\n]{1,40})\"|(?<![\w.])(\d{2,})(?![\w.])")
+#: follow ": "; not a call's "name": randomising tool names too left the 1.97M tool policy unable to name any
+#: tool at all, results/tiny_models_attempts.md), numbers of two or more digits
+VALUE_RE = re.compile(r"'([^'\n]{1,40})'|(?<=: )(?<!\"name\": )\"([^\"\n]{1,40})\"|(?<![\w.])(\d{2,})(?![\w.])")
 SYLLABLES = ("ka", "lo", "mi", "ren", "tu", "vo", "sa", "bel", "dor", "ni", "qu", "ar", "en", "po", "zi", "fa")
 
 
@@ -173,6 +176,7 @@ class WarmupExample:
     response: str
     z: dict[str, str]
     kind: str  # "plain", "random_values" or "hidden_value"
+    labels: dict[str, str] = field(default_factory=dict)  # Z block -> what its reward checks (reward_label)
 
 
 def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[WarmupExample]:
@@ -192,7 +196,8 @@ def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[War
             response = THINK_VALUES[task_name_of(task)].sub("", response)
         columns = {k: [v] for k, v in row.items() if k != "prompt"}
         z = task.z_blocks([row["prompt"]], [[{"role": "assistant", "content": response}]], **columns)[0]
-        ex = WarmupExample([dict(m) for m in row["prompt"]], response, dict(z), kind)
+        labels = {k: task.reward_label(k, row) for k in z} if hasattr(task, "reward_label") else {}
+        ex = WarmupExample([dict(m) for m in row["prompt"]], response, dict(z), kind, labels)
         if kind == "plain" and rng.random() < recipe.random_value_frac:
             ex = randomise_values(ex, rng, words)
         out.append(ex)
@@ -232,7 +237,7 @@ def randomise_values(ex: WarmupExample, rng: random.Random, words: list[str]) ->
             m["content"] = _sub_value(m["content"], v, new)
         response = _sub_value(response, v, new)
         z = {k: _sub_value(t, v, new) for k, t in z.items()}
-    return WarmupExample(prompt, response, z, "random_values")
+    return WarmupExample(prompt, response, z, "random_values", ex.labels)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -275,6 +280,79 @@ def apply_noise(response: str, kind: str, rng: random.Random, words: list[str]) 
         t = rng.choice(tags)
         return response.replace(t, rng.choice(["", t.replace(">", "")]), 1)
     raise ValueError(f"unknown noise kind {kind!r}")
+
+
+def _drop_last_line(answer: str, _rng) -> str:
+    return answer.rsplit("\n", 1)[0] if "\n" in answer.strip("\n") else answer
+
+
+def _change_first_word(answer: str, rng: random.Random) -> str:
+    m = re.search(r"[A-Za-z]+", answer)
+    if not m:
+        return answer
+    new = rng.choice([w for w in ("so", "well", "then") if w != m.group().lower()])
+    new = new.capitalize() if m.group()[0].isupper() else new
+    return answer[: m.start()] + new + answer[m.end() :]
+
+
+def _drop_keyword(answer: str, rng: random.Random) -> str:
+    m = re.search(r"It has (\w+) and (\w+)\.", answer, re.IGNORECASE)
+    if not m:
+        return answer
+    kw = rng.choice(m.groups())
+    return re.sub(rf"\b{kw}\b", rng.choice(("water", "grass", "paper")), answer, flags=re.IGNORECASE)
+
+
+def _capitalise_a_word(answer: str, rng: random.Random) -> str:
+    words = list(re.finditer(r"\b[a-z]{3,}\b", answer))
+    if not words:
+        return answer
+    m = rng.choice(words)
+    return answer[: m.start()] + m.group().capitalize() + answer[m.end() :]
+
+
+def _add_comma(answer: str, _rng) -> str:
+    return answer.replace(" and ", ", and ", 1) if " and " in answer else re.sub(r"^(\W*\w+)", r"\1,", answer, count=1)
+
+
+def _unwrap_title(answer: str, _rng) -> str:
+    return re.sub(r"<<([^\n]*)>>", r"\1", answer, count=1)
+
+
+def _drop_ps_marker(answer: str, _rng) -> str:
+    return re.sub(r"(?i)p\.s\. ", "", answer, count=1)
+
+
+def _drop_a_bullet(answer: str, rng: random.Random) -> str:
+    lines = answer.split("\n")
+    bullets = [i for i, line in enumerate(lines) if line.startswith("* ")]
+    if not bullets:
+        return answer
+    del lines[rng.choice(bullets)]
+    return "\n".join(lines)
+
+
+#: one minimal edit per constraint type that makes its checker fail on the synthetic answers
+#: (``InstructionFollowing.synthetic``), touching the region the checker reads
+IF_VIOLATIONS = {
+    "startend:end_checker": _drop_last_line,
+    "length_constraints:nth_paragraph_first_word": _change_first_word,
+    "keywords:existence": _drop_keyword,
+    "change_case:english_lowercase": _capitalise_a_word,
+    "punctuation:no_comma": _add_comma,
+    "detectable_format:title": _unwrap_title,
+    "detectable_content:postscript": _drop_ps_marker,
+    "detectable_format:number_bullet_lists": _drop_a_bullet,
+}
+
+
+def violate_constraint(response: str, instruction_id: str, rng: random.Random) -> str:
+    """``response`` edited to violate one constraint (``IF_VIOLATIONS``); unchanged for other types."""
+    edit = IF_VIOLATIONS.get(instruction_id)
+    if edit is None:
+        return response
+    start = answer_start(response)
+    return response[:start] + edit(response[start:], rng)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -386,7 +464,13 @@ def sample_batch(examples, recipe: Recipe, step: int, rng: random.Random, words,
         counts["blocks_total"] += len(ex.z)
         target = ex.response
         for nz in recipe.noise:
-            if not any(g in shown for g in nz.gate) and rng.random() < nz.p:
+            if nz.kind == "constraint":
+                for k in ex.z:
+                    if k not in shown and rng.random() < nz.p:
+                        noisy = violate_constraint(target, ex.labels.get(k, ""), rng)
+                        counts["noise_applied"][nz.kind] += noisy != target
+                        target = noisy
+            elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
                 noisy = apply_noise(target, nz.kind, rng, words)
                 counts["noise_applied"][nz.kind] += noisy != target
                 target = noisy

@@ -11,7 +11,7 @@ import torch
 
 from mrtpo import diagnostics as D
 from mrtpo.models import MODELS, ModelNotAvailable, dry_run, resolve_model
-from mrtpo.tiny import apply_noise, tiny_base
+from mrtpo.tiny import IF_VIOLATIONS, apply_noise, tiny_base, violate_constraint
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +126,31 @@ def test_noise_kinds_corrupt_only_their_region():
         noisy = apply_noise(resp, kind, rng, ["Kalo"])
         assert noisy != resp and noisy.startswith(head)
     assert apply_noise(resp, "tag", rng, ["Kalo"]).count("<") < resp.count("<") or "<" in resp
+
+
+def test_each_if_violation_fails_its_checker_and_stays_in_its_region():
+    """The IF warm-up noise: violating constraint k makes checker k fail, edits only the answer, and the
+    edit touches (or removes) the region checker k reads."""
+    import random
+
+    from mrtpo.tasks import get_task
+    from mrtpo.tasks.instruct import check_constraint, constraint_region, kwargs_list
+
+    task, rng, seen = get_task("if"), random.Random(0), set()
+    for row in task.synthetic(150, seed=3):
+        ref = task.reference_response(row)
+        for iid, kw in zip(row["instruction_id_list"], kwargs_list(row["kwargs"])):
+            assert check_constraint(ref, iid, kw, row["prompt_text"])
+            bad = violate_constraint(ref, iid, rng)
+            assert not check_constraint(bad, iid, kw, row["prompt_text"]), (iid, bad)
+            head = ref[: ref.index("</think>")]
+            assert bad.startswith(head)
+            region = constraint_region(ref, iid, kw)
+            first_diff = next(i for i, (a, b) in enumerate(zip(ref, bad + "\0" * len(ref))) if a != b)
+            # a removed line starts at the newline before the region
+            assert any(a - 1 <= first_diff <= b for a, b in region), (iid, ref, bad)
+            seen.add(iid)
+    assert seen == set(IF_VIOLATIONS)
 
 
 def test_region_ratio_and_concentration():

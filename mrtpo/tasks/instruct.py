@@ -406,8 +406,15 @@ class InstructionFollowing(Task):
             raise ValueError(f"{path}: an example has {most} constraints; use max_constraints >= {most}")
         return data
 
-    def synthetic(self, n: int, seed: int = 0, split: str = "train"):
-        """Short multi-constraint prompts drawn from the registry, each with a reference that satisfies them."""
+    #: the reward whose needed fact ``synthetic(hide_value=True)`` leaves out of the prompt
+    hidden_rewards = ("constraint_0",)
+
+    def synthetic(self, n: int, seed: int = 0, split: str = "train", hide_value: bool = False):
+        """Short multi-constraint prompts drawn from the registry, each with a reference that satisfies them.
+
+        ``hide_value``: the first constraint's description is left out of the prompt, so that it exists
+        only in its Z block (the reading test of issue 5); the same prompts are drawn either way.
+        """
         from datasets import Dataset
 
         rng = random.Random(f"if-{seed}-{split}")
@@ -417,7 +424,7 @@ class InstructionFollowing(Task):
             types = rng.sample(pool, rng.randint(*self.num_constraints))
             topic, answer, kws = _compose(types, rng)
             descriptions = [describe(t, kw) for t, kw in zip(types, kws)]
-            prompt = f"Write a short note about {topic}. " + " ".join(descriptions)
+            prompt = f"Write a short note about {topic}. " + " ".join(descriptions[1:] if hide_value else descriptions)
             rows.append(
                 {
                     "key": f"{split}-{seed}-{i}",
