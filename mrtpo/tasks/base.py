@@ -73,6 +73,28 @@ def safe_reward(func: Callable[[str, dict], float | None]) -> Callable[[str, dic
     return wrapped
 
 
+def reward_function(name: str, score: Callable[[str, dict], float | None],
+                    example_of: Callable[[list, int, dict], dict | None], needs_example: bool = True) -> Callable[..., list]:
+    """A TRL reward function named ``name``: ``reward(prompts, completions, completion_ids=None, **columns)``
+    returns ``score(text, example)`` for each completion's text, with ``example = example_of(prompts, j,
+    columns)``; None where the example is missing and ``needs_example``. A checker that raises scores 0 and is
+    counted (``safe_reward``, ``report_checker_errors``): a reward function never crashes a training step."""
+    safe = safe_reward(score)
+
+    def reward(prompts, completions, completion_ids=None, **columns):
+        scores, reasons = [], []
+        for j, completion in enumerate(completions):
+            example = example_of(prompts, j, columns)
+            value, reason = (None, "") if needs_example and example is None else safe(completion_text(completion), example)
+            scores.append(value)
+            reasons.append(reason)
+        report_checker_errors(name, scores, reasons, columns)
+        return scores
+
+    reward.__name__ = name
+    return reward
+
+
 def report_checker_errors(name: str, scores: list, reasons: list[str], columns: dict) -> None:
     """Count one batch's checker errors and not-applicable responses into TRL's per-step metrics (through the
     ``log_metric`` callback TRL passes to reward functions) and log the first error's reason."""

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, report_checker_errors, safe_reward, strip_span, think_span
+from .base import Spans, Task, completion_text, reward_function, strip_span, think_span
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
@@ -450,7 +450,6 @@ class InstructionFollowing(Task):
     def _slot_reward(self, slot: int):
         """Reward of constraint slot ``slot``: 1.0/0.0, None where the example has no such constraint."""
 
-        @safe_reward
         def score(text: str, example: dict) -> float | None:
             ids = example["instruction_id_list"]
             if slot >= len(ids):
@@ -458,18 +457,7 @@ class InstructionFollowing(Task):
             kw = kwargs_list(example["kwargs"])[slot]
             return float(check_constraint(text, ids[slot], kw, example["prompt_text"]))
 
-        def reward(prompts, completions, completion_ids=None, **columns):
-            out, reasons = [], []
-            for j, completion in enumerate(completions):
-                example = _example(prompts, j, columns)
-                value, reason = score(completion_text(completion), example)
-                out.append(value if example is not None else None)
-                reasons.append(reason)
-            report_checker_errors(f"constraint_{slot}", out, reasons, columns)
-            return out
-
-        reward.__name__ = f"constraint_{slot}"
-        return reward
+        return reward_function(f"constraint_{slot}", score, _example)
 
     # Z blocks and check regions --------------------------------------------------------------------
     def z_blocks(self, prompts, completions, **columns):

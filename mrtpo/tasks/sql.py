@@ -24,7 +24,7 @@ from typing import Any, Callable
 import sqlglot
 from sqlglot import exp
 
-from .base import Spans, Task, completion_text, report_checker_errors, safe_reward, strip_span, think_span
+from .base import Spans, Task, completion_text, reward_function, strip_span, think_span
 from .sqlexec import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor, results_match
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -173,7 +173,7 @@ def _node_span(node: exp.Expression, sql: str) -> tuple[int, int] | None:
 
 
 # --------------------------------------------------------------------------------------- the task
-def _example(columns: dict, i: int) -> dict:
+def _example(prompts: list, i: int, columns: dict) -> dict:
     """Row ``i`` of the per-completion columns (lists from TRL, or ``datasets`` columns); scalar kwargs
     such as TRL's callbacks and trainer state are left out."""
     return {
@@ -244,23 +244,7 @@ class TextToSQL(Task):
 
     def reward_funcs(self) -> list[Callable[..., list]]:
         """One TRL reward function per reward name; none of them raises."""
-        return [self._reward_func(name, check) for name, check in self._checks().items()]
-
-    @staticmethod
-    def _reward_func(name: str, check: Callable[[Any, dict], float | None]) -> Callable[..., list]:
-        safe = safe_reward(check)
-
-        def reward(prompts, completions, completion_ids=None, **columns):
-            scores, reasons = [], []
-            for i, completion in enumerate(completions):
-                value, reason = safe(completion, _example(columns, i))
-                scores.append(value)
-                reasons.append(reason)
-            report_checker_errors(name, scores, reasons, columns)
-            return scores
-
-        reward.__name__ = name
-        return reward
+        return [reward_function(name, check, _example) for name, check in self._checks().items()]
 
     # ---- privileged context
     def z_blocks(self, prompts: list, completions: list, **columns: Any) -> list[dict[str, str]]:
@@ -268,7 +252,7 @@ class TextToSQL(Task):
         (executable), the output template (format) and, with sub-verifiers, the gold's items."""
         blocks = []
         for i, completion in enumerate(completions):
-            example, block = _example(columns, i), {"format": Z_TEMPLATES["format"].format(FORMAT_TEMPLATE)}
+            example, block = _example(prompts, i, columns), {"format": Z_TEMPLATES["format"].format(FORMAT_TEMPLATE)}
             try:
                 sql = answer_sql(completion_text(completion))
                 result = self.executor.run(example["db_path"], sql) if sql else None

@@ -34,7 +34,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, report_checker_errors, safe_reward, strip_span, think_span
+from .base import Spans, Task, completion_text, reward_function, strip_span, think_span
 
 logger = logging.getLogger(__name__)
 
@@ -455,38 +455,23 @@ class ToolCalling(Task):
 
     # rewards ---------------------------------------------------------------------------------------
     def reward_funcs(self):
-        @safe_reward
         def format_score(text: str, example: dict) -> float:
             return float(format_ok(text))
 
-        @safe_reward
         def correctness_score(text: str, example: dict) -> float:
             calls = parse_calls(text)
             verdict = check_calls(calls, json.loads(example["functions"]), json.loads(example["ground_truth"]), example["category"])
             return float(bool(verdict.get("valid")))
 
-        def make(scorer, name, needs_columns):
-            def reward(prompts, completions, completion_ids=None, **columns):
-                out, reasons = [], []
-                for j, completion in enumerate(completions):
-                    example = _example(j, columns)
-                    value, reason = (None, "") if needs_columns and example is None else scorer(completion_text(completion), example)
-                    out.append(value)
-                    reasons.append(reason)
-                report_checker_errors(name, out, reasons, columns)
-                return out
-
-            reward.__name__ = name
-            return reward
-
-        return [make(format_score, "format", False), make(correctness_score, "correctness", True)]
+        return [reward_function("format", format_score, _example, needs_example=False),
+                reward_function("correctness", correctness_score, _example)]
 
     # Z blocks and check regions --------------------------------------------------------------------
     def z_blocks(self, prompts, completions, **columns):
         blocks = []
         for j in range(len(completions)):
             block = {"format": TEMPLATE}
-            example = _example(j, columns)
+            example = _example(prompts, j, columns)
             if example is not None:
                 try:
                     gold = reference_calls(json.loads(example["ground_truth"]), json.loads(example["functions"]))
@@ -503,7 +488,7 @@ class ToolCalling(Task):
         return {"format": tags, "correctness": [call] if call and call[1] > call[0] else [], "think": think_span(text)}
 
 
-def _example(j: int, columns: dict) -> dict | None:
+def _example(prompts: list, j: int, columns: dict) -> dict | None:
     """Row ``j`` of the columns the correctness checker needs (None if TRL did not pass them)."""
     try:
         return {k: columns[k][j] for k in ("functions", "ground_truth", "category")}
