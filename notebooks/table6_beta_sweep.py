@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -37,10 +39,9 @@ for task in tasks:
     runs = [r for b in betas for r in report.grid(task, ["mrtpo"], model, seeds, steps, force, beta=b)]
     evals = report.evaluations(runs)
     m = report.metrics(runs)
-    warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9]  # after the beta warm-up
+    warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9].assign(s_times_beta=lambda d: d["mrtpo/s"] * d["beta"])  # after the warm-up
     s = warm.groupby("beta").agg(s_mean=("mrtpo/s", "mean"), frac_steps_bound_active=("mrtpo/s", lambda x: float((x < 1).mean())),
-                                 s_times_beta=("mrtpo/s", "mean"))
-    s["s_times_beta"] = s["s_mean"] * s.index
+                                 s_times_beta=("s_times_beta", "mean"))
     acc = report.summary(evals, report.ANSWER_METRIC[task], by="beta")
     rows.append(acc.merge(s.reset_index(), on="beta").assign(task=task))
     curves.append(m)
