@@ -67,7 +67,7 @@ def _real(checkpoint: str, params: float, task: str) -> ModelSpec:
 
 
 def _tiny(task: str) -> ModelSpec:
-    return ModelSpec("tiny", 3.4e6, 100, 8, 8, (0, 1, 2), 3e-4, 96 if task != "if" else 128,
+    return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, 96 if task != "if" else 160,
                      kl_beta=0.0, choices=TINY_CHOICES)
 
 
