@@ -307,6 +307,36 @@ class Run:
         path = self.path / "profiles.jsonl"
         return [json.loads(line) for line in path.open()] if path.exists() else []
 
+    @property
+    def base_recipe(self) -> dict | None:
+        """The tiny base's recipe and warm-up mix (``mrtpo_recipe.json``); None for a paper checkpoint."""
+        path = self.path / "base_recipe.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def tokenizer(self):
+        """The run's tokenizer (saved in the folder, so that token-level figures need no base model)."""
+        from transformers import AutoTokenizer
+
+        saved = self.path / "tokenizer"
+        return AutoTokenizer.from_pretrained(saved if saved.is_dir() else base_path(resolve(**_resolve_args(self.config))))
+
+
+def _resolve_args(config: dict) -> dict:
+    c = config["config"]
+    return dict(task=c["task"], method=c["method"], model=c["model"], seed=c["seed"])
+
+
+#: the files ``save_pretrained`` writes for a tokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+
+
+def copy_tokenizer(model_dir: Path, out: Path) -> None:
+    """Copy a saved model folder's tokenizer files (not the weights) to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (model_dir / name).exists():
+            shutil.copy(model_dir / name, out / name)
+
 
 def locate(cfg: RunConfig) -> tuple[dict, str, Path]:
     """(identity, content hash, run folder) of a config; the folder may not exist yet."""
@@ -467,6 +497,10 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
         metrics[["step"] + sorted(c for c in metrics.columns if c != "step")].to_csv(tmp / "metrics.csv", index=False)
         if (work / "trainer" / "profiles.jsonl").exists():
             shutil.copy(work / "trainer" / "profiles.jsonl", tmp / "profiles.jsonl")
+        copy_tokenizer(work / "final", tmp / "tokenizer")
+        recipe = base_path(cfg) / "mrtpo_recipe.json"  # the tiny base's warm-up mix travels with the run
+        if recipe.exists():
+            shutil.copy(recipe, tmp / "base_recipe.json")
         results = evaluate(cfg, work / "final")
         (tmp / "eval.json").write_text(json.dumps(results, indent=2))
         pd.DataFrame(eval_rows(cfg, folder.name, results)).to_csv(tmp / "eval.csv", index=False)

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -33,21 +35,17 @@ tasks = ["sql", "tool", "if"]
 import json
 
 import pandas as pd
-from transformers import AutoTokenizer
 
 from mrtpo import diagnostics, plots, report
-from mrtpo.experiments import base_path, resolve
 from mrtpo.tasks import get_task
 
 plan = report.check_model(tasks[0], model)
 frames, recipes = [], {}
 for task in tasks:
     run = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
-    base = base_path(resolve(task, "mrtpo", model))
-    loc = diagnostics.localisation(run.profiles(), get_task(task), AutoTokenizer.from_pretrained(base))
+    loc = diagnostics.localisation(run.profiles(), get_task(task), run.tokenizer())
     frames.append(loc.assign(task=task))
-    recipe = base / "mrtpo_recipe.json"
-    recipes[task] = json.loads(recipe.read_text()).get("recipe", {}).get("noise") if recipe.exists() else "paper checkpoint"
+    recipes[task] = run.base_recipe["recipe"]["noise"] if run.base_recipe else "paper checkpoint"
 loc = pd.concat(frames, ignore_index=True)
 
 # %%

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -26,10 +28,8 @@ tasks = ["sql", "tool", "if"]
 
 # %%
 import pandas as pd
-from transformers import AutoTokenizer
 
 from mrtpo import diagnostics, plots, report
-from mrtpo.experiments import base_path, resolve
 from mrtpo.tasks import get_task
 
 plan = report.check_model(task, model)
@@ -66,7 +66,7 @@ for t in tasks:
     main = report.grid(t, ["gdpo", "mrtpo"], model, seeds, steps, force)
     acc = report.summary(report.evaluations(main), report.ANSWER_METRIC[t]).set_index("method")["mean"]
     mm = report.metrics(main[1:])
-    loc = diagnostics.localisation(main[1].profiles(), get_task(t), AutoTokenizer.from_pretrained(base_path(resolve(t, "mrtpo", model))))
+    loc = diagnostics.localisation(main[1].profiles(), get_task(t), main[1].tokenizer())
     rows.append({"task": t, "pairs replayed": mm["mrtpo/frac_replayed"].mean(), "effective K": mm["mrtpo/effective_k"].mean(),
                  "rewards (K)": len(get_task(t).reward_names),
                  "tokens for 80% of shift": loc["concentration80"].mean() if len(loc) else float("nan"),

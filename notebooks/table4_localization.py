@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -29,16 +31,13 @@ task = "if"
 
 # %%
 import pandas as pd
-from transformers import AutoTokenizer
 
 from mrtpo import diagnostics, plots, report
-from mrtpo.experiments import base_path, resolve
 from mrtpo.tasks import get_task
 
 plan = report.check_model(task, model)
 run = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
-tokenizer = AutoTokenizer.from_pretrained(base_path(resolve(task, "mrtpo", model)))
-loc = diagnostics.localisation(run.profiles(), get_task(task), tokenizer)
+loc = diagnostics.localisation(run.profiles(), get_task(task), run.tokenizer())
 loc["state"] = loc["reward_value"].map({1.0: "satisfied", 0.0: "violated"})
 
 # %%

@@ -121,7 +121,10 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     assert first.path.name.startswith("mrtpo-beta0.5-seed3-")
     assert first.path.relative_to(dirs / "results" / "runs").parts[:2] == ("sql", "smoke")
     files = {p.name for p in first.path.iterdir()}
-    assert files == {"config.json", "metrics.csv", "eval.json", "eval.csv", "profiles.jsonl", "summary.json"}
+    assert files == {"config.json", "metrics.csv", "eval.json", "eval.csv", "profiles.jsonl", "summary.json", "tokenizer",
+                     "base_recipe.json"}
+    # the run carries its base's tokenizer and warm-up recipe: token-level pages need no base model
+    assert len(first.tokenizer()) == first.base_recipe["vocab_size"] and first.base_recipe["task"] == "sql"
     config = first.config
     assert set(config) >= {"config", "data", "packages", "model", "hash"} and config["config"]["mrtpo_beta"] == 0.5
     m = first.metrics
