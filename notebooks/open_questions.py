@@ -40,9 +40,9 @@ plan = report.check_model(task, model)
 # %%
 runs = [r for b in (0.25, 0.5, 0.75) for r in report.grid(task, ["mrtpo"], model, seeds, steps, force, beta=b)]
 m = report.metrics(runs)
-warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9]
-s = warm.groupby("beta")["mrtpo/s"].agg(s_mean="mean", bound_active=lambda x: float((x < 1).mean()))
-s["delivered_s_times_beta"] = s["s_mean"] * s.index
+warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9].assign(delivered_s_times_beta=lambda d: d["mrtpo/s"] * d["beta"])
+s = warm.groupby("beta").agg(s_mean=("mrtpo/s", "mean"), bound_active=("mrtpo/s", lambda x: float((x < 1).mean())),
+                             delivered_s_times_beta=("delivered_s_times_beta", "mean"))
 display(s.round(3))
 fig = plots.curves(m.assign(s_times_beta=m["mrtpo/s"] * m["mrtpo/beta"]), "s_times_beta", hue="beta",
                    ylabel="s x beta_t (delivered reallocation)", title="does beta cancel? (PAPER.md §6.2)")
