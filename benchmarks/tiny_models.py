@@ -82,9 +82,11 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
     # variance at RL step 0: groups from P_0
     for name, vals in scores.items():
         groups = torch.tensor(vals).view(len(rows), group)
-        finite = [g[~torch.isnan(g)] for g in groups]
-        nonzero = sum(bool(len(g) > 1 and g.std() > 0) for g in finite) / len(finite)
-        row(f"variance/{name}", nonzero, 0.5, nonzero >= 0.5, f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}")
+        # groups where the reward applies (an instruction slot absent from a prompt scores None = NaN)
+        finite = [g[~torch.isnan(g)] for g in groups if (~torch.isnan(g)).sum() > 1]
+        nonzero = sum(bool(g.std() > 0) for g in finite) / max(1, len(finite))
+        row(f"variance/{name}", nonzero, 0.5, nonzero >= 0.5,
+            f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}; {len(finite)} of {len(groups)} groups where it applies")
 
     # Z blocks of the first sample of each group (what the trainer would build for that response)
     firsts = [s[0] for s in samples]
@@ -223,7 +225,7 @@ def all_bases_budget(size: str = "tiny", seed: int = 0) -> dict:
     total = sum(m["build_seconds"] for m in metas.values())
     return {"task": "all", "criterion": "budget/all_bases_build_seconds", "value": round(total, 1), "target": "<= 1200",
             "met": total <= 1200, "notes": "; ".join(f"{t} {m['build_seconds']:.0f}s" for t, m in metas.items())
-            + " (each build uses one thread; two were built side by side on the 2 cores, so their times include contention)"}
+            + " (each build uses one thread; builds ran beside other jobs on the 2 cores, so their times include contention)"}
 
 
 if __name__ == "__main__":
