@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -51,6 +53,19 @@ fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", ylabel="median step t
 plots.save(fig, "replay_cost_bench")
 
 # %% [markdown]
+# ## How long the runs took
+#
+# Training time of every run folder at this scale (`summary.json`; evaluation not included), in minutes. The
+# runs were trained one or two at a time on the 2-core CPU machine this book is built on.
+
+# %%
+from mrtpo import experiments
+
+times = experiments.runs_table()
+times = times[times["model"] == model]
+display(times.assign(train_min=times["train_s"] / 60).groupby(["task", "method"])["train_min"].agg(["count", "median", "max"]).round(1))
+
+# %% [markdown]
 # **Reading the tables.** The replay's cost scales with the effective K, not with K: rewards whose groups
 # all agree are never replayed. The benchmark's machine and sizes are in its CSV; ratios measured on a
-# 2-core CPU with a 3.4M-parameter policy are not GPU figures.
+# 2-core CPU with a 1.97M-parameter policy are not GPU figures.
