@@ -606,4 +606,4 @@ def runs_table(task: str | None = None):
         rows.append({"task": cfg["task"], "model": cfg["model"], "method": cfg["method"] + ("+saw" if cfg["saw"] else ""),
                      "beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
                      "train_s": summary["train_runtime_s"], "path": str(p)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["task", "model", "method", "beta", "seed", "steps", "train_s", "path"])
