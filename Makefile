@@ -14,11 +14,13 @@ endif
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check "torch>=2.6,<2.15" 2>&1 | grep -v "is ignored" || true
+	# torch pinned first: the CPU build of 2.13.0 lies on disk on the project's machines, and pyproject's range
+	# (which 2.13.0 satisfies) then installs nothing more; an open range pulled a 2.14 CUDA build from PyPI
+	$(BIN)/pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v "is ignored" || true
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev,book]" 2>&1 | grep -v "is ignored" || true
 	# BFCL's data and AST checker; its declared dependencies are every API client, which the checker never uses
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps "bfcl-eval==2026.3.23" 2>&1 | grep -v "is ignored" || true
-	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable"
+	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 install: $(STAMP)
