@@ -64,7 +64,9 @@ def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel
         return empty(f"no data for {title or y}")
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax, alpha=0.8)
-    sns.stripplot(df, x=x, y=y, hue=hue, dodge=hue is not None, color="black", size=4, ax=ax, legend=False)
+    # no jitter: the same results give the same figure file, build after build
+    dots = {"palette": "dark:black"} if hue is not None else {"color": "black"}
+    sns.stripplot(df, x=x, y=y, hue=hue, dodge=hue is not None, jitter=False, size=4, ax=ax, legend=False, **dots)
     ax.set_ylabel(ylabel or y)
     ax.set_title(title)
     fig.tight_layout()

@@ -60,6 +60,8 @@ print("warm-up noise mix of each tiny base:", json.dumps(recipes, indent=1))
 # %%
 fig = plots.method_bars(loc, "reward", "concentration80", hue="task", ylabel="share of tokens holding 80% of the shift",
                         title="concentration (uniform = 0.8)")
+fig.axes[0].tick_params(axis="x", rotation=30)
+fig.tight_layout()
 plots.save(fig, f"fig6_concentration_{model}")
 
 # %% [markdown]
