@@ -317,13 +317,7 @@ class Run:
         """The run's tokenizer (saved in the folder, so that token-level figures need no base model)."""
         from transformers import AutoTokenizer
 
-        saved = self.path / "tokenizer"
-        return AutoTokenizer.from_pretrained(saved if saved.is_dir() else base_path(resolve(**_resolve_args(self.config))))
-
-
-def _resolve_args(config: dict) -> dict:
-    c = config["config"]
-    return dict(task=c["task"], method=c["method"], model=c["model"], seed=c["seed"])
+        return AutoTokenizer.from_pretrained(self.path / "tokenizer")
 
 
 #: the files ``save_pretrained`` writes for a tokenizer

@@ -81,6 +81,15 @@ def first_step_reaching(curve: pd.Series, threshold: float) -> float:
     return float(hit.index[0]) if len(hit) else math.nan
 
 
+def gap(table) -> str:
+    """MRTPO - GDPO on a main table, in units of the evaluation s.e. of the difference, and the best method."""
+    t = table.set_index("method")
+    diff = t.at["mrtpo", "temp1_mean"] - t.at["gdpo", "temp1_mean"]
+    se = (t.at["mrtpo", "temp1_eval_se"] ** 2 + t.at["gdpo", "temp1_eval_se"] ** 2) ** 0.5
+    return (f"MRTPO - GDPO here: {diff:+.3f} ({diff / se:+.1f} evaluation s.e. of the difference); "
+            f"best method here: {t['temp1_mean'].idxmax()}")
+
+
 def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo")):
     """Main-table runs of one task: (table, evaluations, figure). The table has one row per method with the
     held-out answer metric at temperature 1 (mean ± std over seeds) and greedy."""

@@ -59,7 +59,6 @@ plots.save(fig, f"table4_{model}")
 # response checks) says nothing: the region is the response. The informative rows are small regions (end
 # phrase, title, keywords); the paper's largest ratio is on such a row.
 #
-# In the committed tiny run, the row that stands out is the first-word constraint (a one-token region), whose
-# shift share is several times its token share in both states; the end phrase and the title, the paper's
-# clearest rows, sit near 1 here. The instruction-following warm-up edits exactly those regions when a
-# constraint's block is absent (`mrtpo.tiny.IF_VIOLATIONS`), so even this row is partly designed.
+# `ratio` above 1 marks a row whose shift favours the checker's region. The instruction-following warm-up edits
+# exactly these regions when a constraint's block is absent (`mrtpo.tiny.IF_VIOLATIONS`), so at the tiny scale
+# any such row is partly designed.
