@@ -22,6 +22,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
+from mrtpo.paths import cache_root
 from mrtpo.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +61,7 @@ def main() -> None:
 
         args.model = str(tiny_base(args.task))
     dataset = task.synthetic(512, seed=0, split="train")
-    work = Path(os.environ.get("MRTPO_CACHE", Path.home() / ".cache" / "mrtpo")) / "bench"
+    work = cache_root() / "bench"
     warmup = 2
     trainers = {v: make_trainer(v, args.model, task, dataset, work, warmup + args.steps, args) for v in VARIANTS}
     loops = {}

@@ -32,7 +32,7 @@ import torch
 from mrtpo import diagnostics as D
 from mrtpo.contexts import build_contexts
 from mrtpo.tasks import get_task
-from mrtpo.tiny import hidden_value_rows, tiny_base
+from mrtpo.tiny import tiny_base
 
 FIELDS = ("task", "criterion", "value", "target", "met", "notes")
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
@@ -137,13 +137,14 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         row(f"reading/{name}", with_z - without, "> 0", with_z > without, f"with Z {with_z:.3f}, without {without:.3f}")
 
     # reading where the needed value exists only in Z
-    hidden = hidden_value_rows(task, n_prompts, seed, "test")
+    hidden = task.hidden_value_split(n_prompts, seed, "test")
     if hidden is not None:
+        hidden = list(hidden[1])
         hrows, hsamples, _, hscores = sample_and_score(hidden, with_z=False, sample_seed=3)
         hz = task.z_blocks([r["prompt"] for r in hrows], [[{"role": "assistant", "content": s[0][1]}] for s in hsamples],
                            **{k: [r[k] for r in hrows] for k in hrows[0] if k != "prompt"})
         _, _, _, hscores_z = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
-        for name in getattr(task, "hidden_rewards", task.answer_rewards):
+        for name in task.hidden_rewards:
             if name not in hscores:
                 continue
             without = torch.nanmean(torch.tensor(hscores[name])).item()
@@ -162,7 +163,7 @@ def learning(task_name: str, seeds=(0, 1, 2)) -> list[dict]:
     vs the untrained base, held-out answer reward at temperature 1; and each run's training time."""
     import statistics
 
-    from mrtpo import experiments
+    from mrtpo import runs as runner
 
     task = get_task(task_name)
     answer = task.answer_rewards[0] if len(task.answer_rewards) == 1 else None
@@ -171,8 +172,8 @@ def learning(task_name: str, seeds=(0, 1, 2)) -> list[dict]:
         metrics = ev["synthetic_test"]["temp1"]
         return metrics[answer] if answer else statistics.mean(v for k, v in metrics.items() if k in task.answer_rewards)
 
-    base = answer_mean(experiments.evaluate_base(task_name))
-    runs = [experiments.run(task_name, "gdpo", seed=s) for s in seeds]
+    base = answer_mean(runner.evaluate_base(task_name))
+    runs = [runner.run(task_name, "gdpo", seed=s) for s in seeds]
     gains = [answer_mean(r.eval) - base for r in runs]
     mean, spread = statistics.mean(gains), (statistics.stdev(gains) if len(gains) > 1 else 0.0)
     times = [r.summary["train_runtime_s"] for r in runs]

@@ -7,10 +7,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):  # import the trainer (and TRL) only when asked for
-    if name in ("MRTPOConfig", "MRTPOTrainer", "METHODS"):
+    if name in ("MRTPOConfig", "MRTPOTrainer"):
         from . import trainer
 
         return getattr(trainer, name)
+    if name == "METHODS":
+        from .config import METHODS
+
+        return METHODS
     raise AttributeError(name)
 
 

@@ -1,6 +1,6 @@
 """The ``mrtpo`` command: train, evaluate, list runs, plan a paper-scale run. See ``mrtpo --help``.
 
-Every command is a thin wrapper over ``mrtpo.experiments`` (the same calls a notebook makes).
+Every command is a thin wrapper over ``mrtpo.runs`` (the same calls a notebook makes).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ EXAMPLES = """\
 examples:
   mrtpo train --task sql --method mrtpo --model tiny          # ~10 min on 2 CPU cores; the folder is reused
   mrtpo train --task tool --method gdpo --seed 1 --steps 50
-  mrtpo train --task sql --method mrtpo+saw --beta 0.25       # SAW stacked, beta 0.25
+  mrtpo train --task sql --method mrtpo+saw --mrtpo-beta 0.25 # SAW stacked, reallocation strength 0.25
   mrtpo eval --task sql --method mrtpo                        # evaluation of that run (trains nothing)
   mrtpo eval --task sql --base                                # the untrained base policy
   mrtpo runs --task sql                                       # table of finished run folders
@@ -34,19 +34,20 @@ def _value(text: str):
 
 
 def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
-    from .experiments import METHODS, TINY_SIZES
-    from .models import MODELS
+    from .config import METHODS
+    from .models import model_names
     from .tasks import TASKS
 
     p.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
     p.add_argument("--method", required=method_required, default="gdpo",
                    help=f"advantage scheme: {', '.join(METHODS)}; add +saw to stack SAW (e.g. mrtpo+saw)")
     p.add_argument("--model", default="tiny",
-                   help=f"one of: {', '.join(dict.fromkeys(list(MODELS) + list(TINY_SIZES)))} (default tiny: the "
+                   help=f"one of: {', '.join(model_names())}, or a local folder of weights (default tiny: the "
                    "embedded CPU policy; smoke: seconds-to-build, for tests)")
     p.add_argument("--seed", type=int, default=0, help="RL seed (default 0)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the registry's, 100 for tiny)")
-    p.add_argument("--beta", type=float, default=None, help="MRTPO reallocation strength in [0, 1] (default 0.5)")
+    p.add_argument("--mrtpo-beta", type=float, default=None,
+                   help="MRTPO reallocation strength in [0, 1] (default 0.5; TRL's KL coefficient is kl_beta)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="any other run setting or MRTPOConfig field, e.g. --set prompts_per_step=4 save_steps=5")
 
@@ -58,8 +59,8 @@ def _overrides(args) -> dict:
         if not sep:
             raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
         out[key] = _value(value)
-    if args.beta is not None:
-        out["beta"] = args.beta
+    if args.mrtpo_beta is not None:
+        out["mrtpo_beta"] = args.mrtpo_beta
     return out
 
 
@@ -72,7 +73,7 @@ def _print_eval(results: dict) -> None:
 
 
 def cmd_train(args) -> None:
-    from .experiments import run
+    from .runs import run
 
     r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **_overrides(args))
     print(("trained: " if r.trained else "reused: ") + str(r.path))
@@ -80,11 +81,11 @@ def cmd_train(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from .experiments import evaluate_base, find
+    from .runs import evaluate_base, find
 
     if args.base:
         overrides = _overrides(args)
-        overrides.pop("beta", None)
+        overrides.pop("mrtpo_beta", None)
         _print_eval(evaluate_base(args.task, args.model, **overrides))
         return
     r = find(args.task, args.method, args.model, args.seed, args.steps, **_overrides(args))
@@ -97,7 +98,7 @@ def cmd_eval(args) -> None:
 def cmd_runs(args) -> None:
     import pandas as pd
 
-    from .experiments import runs_table
+    from .results import runs_table
 
     table = runs_table(args.task)
     if table.empty:
@@ -108,7 +109,7 @@ def cmd_runs(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    from .experiments import BadRequest
+    from .config import BadRequest
     from .models import dry_run
 
     try:
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    from .experiments import BadRequest
+    from .config import BadRequest
     from .models import ModelNotAvailable
 
     try:

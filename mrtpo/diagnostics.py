@@ -85,8 +85,7 @@ def concentration(q, share: float = 0.8) -> float:
 def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     """Where each reward's shift lands, one row per (saved profile, reward with a check region).
 
-    Columns: ``step``, ``reward``, ``label`` (``task.reward_label`` when the task has it, e.g. the constraint
-    type), ``reward_value`` (1 satisfied / 0 violated for binary verifiers), ``shift_share`` (share of
+    Columns: ``step``, ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value`` (1 satisfied / 0 violated for binary verifiers), ``shift_share`` (share of
     ``sum q`` inside the region the verifier reads), ``token_share`` (that region's share of tokens),
     ``ratio`` (shift_share / token_share, PAPER.md Table 4), ``inside_outside`` (mean q inside / mean q
     outside), ``concentration80`` and ``think_shift_share`` (share of the shift inside ``<think>``).
@@ -105,7 +104,7 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
             if name not in regions or not regions[name] or sum(q) <= 0:
                 continue
             shift, tokens = region_share(q, spans, regions[name])
-            label = task.reward_label(name, p["example"]) if hasattr(task, "reward_label") else name
+            label = task.reward_label(name, p["example"])
             rows.append({
                 "step": p["step"], "reward": name, "label": label, "reward_value": p["rewards"].get(name),
                 "shift_share": shift, "token_share": tokens, "ratio": shift / tokens if tokens > 0 else math.nan,

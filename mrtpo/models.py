@@ -1,13 +1,15 @@
-"""Model registry: the embedded tiny default and the paper's checkpoints, one parameter away.
+"""Model registry and resolution: the embedded tiny bases and the paper's checkpoints, one parameter away.
 
-``MODELS[name][task]`` gives the checkpoint and the run hyperparameters. ``resolve_model(task, name)``
-turns a name (or a local path) into a local folder, building the tiny base when needed; a checkpoint whose
+``model_spec(task, name)`` gives a name's run hyperparameters; ``resolve_model(task, name)`` turns a name or a
+local path into the local folder of weights + tokenizer (building a tiny base when needed); a checkpoint whose
 weights are not on this machine raises ``ModelNotAvailable`` (one clear message, never a hub stack trace).
 ``dry_run(task, name)`` prints the run plan without loading any weights.
 
-Hyperparameters from the paper (PAPER.md §4): text-to-SQL 100 steps × 32 prompts, 3 seeds; instruction
-following 300 steps, 5 seeds, no KL; entropy coefficient 0 everywhere; MRTPO beta 0.5 with a 10-step
-smoothstep warm-up. Where the paper is silent the value is a documented choice (``choices`` lists them).
+The per-task entries are the task's (``Task.paper_run``, ``Task.paper_models``, ``Task.tiny_completion_length``):
+this module names no task. Hyperparameters from the paper (PAPER.md §4): text-to-SQL 100 steps × 32 prompts,
+3 seeds; instruction following 300 steps, 5 seeds, no KL; entropy coefficient 0 everywhere (TRL's default, so
+not a setting here); MRTPO beta 0.5 with a 10-step smoothstep warm-up. Where the paper is silent the value is a
+documented choice (``choices`` lists them).
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from .tasks import TASKS, get_task
+from .tiny import SIZES, tiny_base
+
+#: names of the tiny bases (``mrtpo.tiny.SIZES``): "tiny" is the book's; "smoke" trains with the tiny
+#: hyperparameters on a seconds-to-build base (what the test suite renders the book with)
+TINY_SIZES = tuple(SIZES)
 
 
 class ModelNotAvailable(RuntimeError):
@@ -26,7 +35,7 @@ class ModelNotAvailable(RuntimeError):
 class ModelSpec:
     """One (model name, task) entry: checkpoint and run hyperparameters."""
 
-    checkpoint: str  # Hugging Face id, or "tiny" for the embedded base
+    checkpoint: str  # Hugging Face id, "tiny" for the embedded bases, or a local folder
     params: float  # parameter count, for the memory estimate
     steps: int
     prompts_per_step: int
@@ -37,16 +46,9 @@ class ModelSpec:
     mrtpo_beta: float = 0.5
     beta_warmup_steps: int = 10
     kl_beta: float = 0.0
-    entropy_coef: float = 0.0
     #: hyperparameters the paper does not state, with the reason for the value chosen
     choices: tuple[str, ...] = ()
 
-
-_SILENT = (
-    "num_generations=8: group size not stated; 8 is the common GRPO/GDPO setting",
-    "kl_beta=0: KL stated absent only for instruction following; no reference model keeps runs comparable",
-    "learning_rate=1e-6: not stated; TRL's default for full fine-tuning of 1.5B–7B models",
-)
 
 TINY_CHOICES = (
     "tiny: 100 steps × 8 prompts × 8 samples fits the 10-minute CPU budget (issue 5)",
@@ -55,48 +57,33 @@ TINY_CHOICES = (
 )
 
 
-def _real(checkpoint: str, params: float, task: str) -> ModelSpec:
-    if task == "sql":
-        return ModelSpec(checkpoint, params, 100, 32, 8, (0, 1, 2), 1e-6, 1024, choices=_SILENT)
-    if task == "if":
-        return ModelSpec(checkpoint, params, 300, 32, 8, (0, 1, 2, 3, 4), 1e-6, 1024,
-                         choices=_SILENT[:1] + _SILENT[2:] + ("prompts_per_step=32: not stated; as text-to-SQL",))
-    return ModelSpec(checkpoint, params, 100, 32, 8, (0, 1, 2), 1e-6, 512,
-                     choices=_SILENT + ("steps=100, prompts_per_step=32: not stated for tool calling; as text-to-SQL "
-                                        "(about 0.8 epoch of RLLA's 3,920 examples)",))
+def model_names() -> list[str]:
+    """Every registry name: the tiny sizes, then the paper's model sizes (smallest first)."""
+    paper = {name for key in TASKS for name in get_task(key).paper_models}
+    return list(TINY_SIZES) + sorted(paper, key=lambda n: float(n.rstrip("b")))
 
 
-def _tiny(task: str) -> ModelSpec:
-    return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, 96 if task != "if" else 160,
-                     kl_beta=0.0, choices=TINY_CHOICES)
-
-
-TASK_NAMES = ("sql", "if", "tool")
-
-#: name -> task -> spec; a name missing for a task is not a paper setting for that task
-MODELS: dict[str, dict[str, ModelSpec]] = {
-    "tiny": {t: _tiny(t) for t in TASK_NAMES},
-    "1.5b": {"tool": _real("Qwen/Qwen2.5-1.5B-Instruct", 1.54e9, "tool")},
-    "3b": {
-        "sql": _real("Qwen/Qwen2.5-Coder-3B-Instruct", 3.09e9, "sql"),
-        "tool": _real("Qwen/Qwen2.5-3B-Instruct", 3.09e9, "tool"),
-    },
-    "4b": {"if": _real("Qwen/Qwen3-4B", 4.02e9, "if")},
-    "7b": {
-        "sql": _real("Qwen/Qwen2.5-Coder-7B-Instruct", 7.62e9, "sql"),
-        "if": _real("Qwen/Qwen2.5-7B-Instruct", 7.62e9, "if"),
-    },
-}
+def is_local_path(name: str) -> bool:
+    """A model given as a folder rather than a registry name."""
+    return os.path.sep in name or Path(name).exists()
 
 
 def model_spec(task: str, name: str = "tiny") -> ModelSpec:
-    """The registry entry for ``name`` on ``task``; a clear ValueError for unknown pairs."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(MODELS)} (or a local path)")
-    if task not in MODELS[name]:
-        have = [n for n in MODELS if task in MODELS[n]]
+    """The registry entry for ``name`` on ``task``; a clear ValueError for unknown pairs.
+
+    Tiny sizes share the tiny hyperparameters; a local folder takes the task's paper-scale hyperparameters."""
+    t = get_task(task)
+    if name in TINY_SIZES:
+        return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, t.tiny_completion_length, choices=TINY_CHOICES)
+    if is_local_path(name):
+        return ModelSpec(str(Path(name).expanduser()), 0.0, **t.paper_run)
+    if name not in model_names():
+        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(model_names())} (or a local path)")
+    if name not in t.paper_models:
+        have = [n for n in model_names() if n in TINY_SIZES or n in t.paper_models]
         raise ValueError(f"model {name!r} is not a paper setting for task {task!r}; for {task!r} use one of {have}")
-    return MODELS[name][task]
+    checkpoint, params = t.paper_models[name]
+    return ModelSpec(checkpoint, params, **t.paper_run)
 
 
 def _has_weights(path: Path) -> bool:
@@ -122,21 +109,19 @@ def _hub_cache_snapshot(checkpoint: str) -> Path | None:
 
 
 def resolve_model(task: str, name: str = "tiny", seed: int = 0) -> Path:
-    """Local folder of the model to train: an existing path as given, the tiny base (built when absent),
-    or the paper checkpoint from ``$MRTPO_MODEL_DIR/<hf id>`` or the local hub cache.
+    """The one resolution of a model: the local folder (weights + tokenizer) of an existing path as given, of a
+    tiny size (built when absent; ``seed`` is the base's), or of the paper checkpoint from ``$MRTPO_MODEL_DIR/<hf id>`` or the local hub cache.
 
     Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
     """
-    if os.path.sep in name or Path(name).exists():
+    if is_local_path(name):
         path = Path(name).expanduser()
         if not _has_weights(path):
             raise ModelNotAvailable(f"no model weights at {path} (expected config.json and *.safetensors)")
         return path
+    if name in TINY_SIZES:
+        return tiny_base(task, name, seed)
     spec = model_spec(task, name)
-    if spec.checkpoint == "tiny":
-        from .tiny import tiny_base
-
-        return tiny_base(task, "tiny", seed)
     looked = _candidates(spec.checkpoint)
     for path in looked:
         if _has_weights(path):
@@ -172,11 +157,7 @@ def memory_estimate_gb(params: float, kl: bool) -> float:
 def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bool = True) -> dict:
     """The run plan — model, data, steps, batch, estimated GPU memory — without loading weights."""
     spec = model_spec(task, name)
-    data = {
-        "sql": "synthetic text-to-SQL (tiny) / Spider train, 6,915 questions",
-        "if": "synthetic constraints (tiny) / HIR-16K, first two subsets",
-        "tool": "synthetic tool calls (tiny) / RLLA, 3,920 examples",
-    }[task]
+    data = get_task(task).data_description
     plan = {
         "task": task,
         "method": method,

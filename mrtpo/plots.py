@@ -15,7 +15,7 @@ sns.set_theme(style="whitegrid", context="notebook")
 
 def save(fig, name: str) -> Path:
     """Write ``fig`` to ``<results>/figures/<name>.png`` (150 dpi; ``$MRTPO_RESULTS`` moves it) and return the path."""
-    from .experiments import results_root
+    from .paths import results_root
 
     folder = results_root() / "figures"
     folder.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ trained from scratch"):
 * noise injected into some targets so that rewards keep variance at RL step 0. *Where* it is injected
   decides where the with/without-Z shift lands (issue 5): a noise kind gated on blocks is applied only when
   none of those blocks is in the prompt, so the policy learns "with Z_k, this region is certain; without
-  it, not". The mix is recorded in ``mrtpo_recipe.json`` next to the weights, because tiny-scale
+  it, not". Which noise, gated on which block, is the task's (``Task.warmup_noise``; the corruptions are
+  ``mrtpo.tasks.warmup``). The mix is recorded in ``mrtpo_recipe.json`` next to the weights, because tiny-scale
   localisation is partly designed by it and must never be presented as emergent.
 
 Loss is next-token cross-entropy on response tokens only; cosine learning rate with linear warm-up.
@@ -27,16 +28,16 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .tokenizer import EOS, build_tokenizer
+from .paths import cache_root
+from .tasks.base import Noise
+from .tasks.warmup import _random_like, _sub_value, answer_values
+from .tokenizer import build_tokenizer
 
 #: bump when the build procedure changes in a way the recipe does not capture (invalidates caches)
 BUILD_VERSION = 1
@@ -47,29 +48,11 @@ BUILD_THREADS = 1
 
 #: architecture per size: Qwen2, tied embeddings
 SIZES: dict[str, dict[str, int]] = {
-    "smoke": dict(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2),
     # 1.97M params: the prototype's 3.4M (hidden 256, intermediate 704) took ~4 s/step here at 24 x ~190
-    # tokens on a shared 2-core machine, far over the ~7 min per-base budget; kept as "small"
+    # tokens on a shared 2-core machine, far over the ~7 min per-base budget
     "tiny": dict(hidden_size=192, num_hidden_layers=4, intermediate_size=512, num_attention_heads=4, num_key_value_heads=4),
-    "small": dict(hidden_size=256, num_hidden_layers=4, intermediate_size=704, num_attention_heads=4, num_key_value_heads=4),
+    "smoke": dict(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2, num_key_value_heads=2),
 }
-
-
-@dataclass(frozen=True)
-class Noise:
-    """One kind of target noise: applied with probability ``p`` when none of the ``gate`` Z blocks is shown.
-
-    kind: ``value`` (one value in the answer region swapped for a random one), ``structure`` (one
-    operator/column swap that keeps SQL executable, ``SQL_SWAPS``), ``syntax`` (one keyword of the answer
-    region misspelt), ``tag`` (one response tag dropped or misspelt). An empty gate means
-    "whatever the prompt shows". ``constraint`` is drawn once per Z block instead, gated on that block
-    alone: when block k is not shown, the response violates the constraint block k states
-    (``violate_constraint``) with probability ``p``.
-    """
-
-    kind: str
-    p: float
-    gate: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,7 +69,7 @@ class Recipe:
     #: the prototype's 0.3 did not make this 1.97M policy copy (results/tiny_models_attempts.md, run 4)
     random_value_frac: float = 0.5
     hide_value_frac: float = 0.15
-    #: keep the values the reference ``<think>`` restates; False drops them (``THINK_VALUES``) so that value
+    #: keep the values the reference ``<think>`` restates; False drops them (``Task.think_values``) so that value
     #: uncertainty without Z sits in the answer, but then no copying was learned at all: the restatement is
     #: a short-range copy (question -> think -> SQL) the long-range one is learned through
     think_values: bool = True
@@ -98,41 +81,17 @@ class Recipe:
 
 
 def default_recipe(task_name: str, size: str = "tiny") -> Recipe:
-    """The recipe each task's tiny base is built with (``size="smoke"``: seconds, for tests)."""
-    noise = TASK_NOISE.get(task_name, ())
-    max_len = TASK_MAX_LEN.get(task_name, Recipe.max_len)
+    """The recipe each task's tiny base is built with (``size="smoke"``: seconds, for tests): the task's
+    warm-up noise (``Task.warmup_noise``) and sequence length (``Task.warmup_max_len``)."""
+    from .tasks import get_task
+
+    task = get_task(task_name)
+    noise, max_len = task.warmup_noise, task.warmup_max_len or Recipe.max_len
     if size == "smoke":
         return Recipe(size="smoke", steps=12, batch=8, n_train=48, warmup_steps=2, noise=noise, lr=3e-3, max_len=max_len)
     return Recipe(size=size, noise=noise, max_len=max_len)
 
 
-#: warm-up sequence length (and position embeddings) where 384 tokens cut examples: an instruction-following
-#: prompt with every constraint restated in Z reaches ~470 tokens and its reference ~150 (spaces are tokens)
-TASK_MAX_LEN = {"if": 640}
-
-
-#: where each task's warm-up puts noise (see the module docstring). Each kind is gated on the one Z block
-#: whose verifier reads the corrupted region, so removing Z_k moves the policy where verifier k reads:
-#: swapped operators/columns (execution_match), misspelt keywords (executable), dropped tags (format).
-#: Values are never corrupted in SQL: swapping values while the question states them teaches the policy
-#: not to copy (prototype).
-TASK_NOISE: dict[str, tuple[Noise, ...]] = {
-    "sql": (
-        Noise("structure", 0.35, ("execution_match",)),
-        Noise("syntax", 0.15, ("executable",)),
-        Noise("tag", 0.15, ("format",)),
-    ),
-    "tool": (Noise("value", 0.2, ("correctness",)), Noise("tag", 0.15, ("format",))),
-    "if": (Noise("constraint", 0.3),),
-}
-
-#: per task, the part of the reference ``<think>`` that restates the values (removed unless think_values)
-THINK_VALUES = {"sql": re.compile(r" and values? [^<]*?(?=\.</think>)")}
-
-#: values a task's answers copy: single-quoted strings (SQL), double-quoted JSON values (not keys: they
-#: follow ": "; not a call's "name": randomising tool names too left the 1.97M tool policy unable to name any
-#: tool at all, results/tiny_models_attempts.md), numbers of two or more digits
-VALUE_RE = re.compile(r"'([^'\n]{1,40})'|(?<=: )(?<!\"name\": )\"([^\"\n]{1,40})\"|(?<![\w.])(\d{2,})(?![\w.])")
 SYLLABLES = ("ka", "lo", "mi", "ren", "tu", "vo", "sa", "bel", "dor", "ni", "qu", "ar", "en", "po", "zi", "fa")
 
 
@@ -150,30 +109,6 @@ def pseudo_words(n: int, seed: int) -> list[str]:
 # warm-up examples
 
 
-def answer_start(response: str) -> int:
-    """Start of the answer region: after ``</think>`` when present, else 0."""
-    i = response.rfind("</think>")
-    return 0 if i < 0 else i + len("</think>")
-
-
-def answer_values(response: str, visible: str) -> list[str]:
-    """Values in the answer region that also appear in ``visible`` (prompt + Z text): the copyable ones."""
-    found = []
-    for m in VALUE_RE.finditer(response, answer_start(response)):
-        v = next(g for g in m.groups() if g is not None)
-        if v.strip() and v in visible and v not in found:
-            found.append(v)
-    return found
-
-
-def _sub_value(text: str, old: str, new: str) -> str:
-    return re.sub(r"(?<![\w])" + re.escape(old) + r"(?![\w])", lambda _: new, text)
-
-
-def _random_like(v: str, rng: random.Random, words: list[str]) -> str:
-    if v.isdigit():
-        return str(rng.randint(10 ** (len(v) - 1), 10 ** len(v) - 1))
-    return rng.choice(words)
 
 
 @dataclass
@@ -191,43 +126,23 @@ def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[War
     n_hidden = int(recipe.n_train * recipe.hide_value_frac)
     rows = list(task.synthetic(recipe.n_train - n_hidden, seed=seed, split="train"))
     kinds = ["plain"] * len(rows)
-    hidden = hidden_value_rows(task, n_hidden, seed + 1, "train") if n_hidden else None
+    hidden = task.hidden_value_split(n_hidden, seed + 1, "train") if n_hidden else None
     if hidden is not None:
-        rows += hidden
-        kinds += ["hidden_value"] * len(hidden)
+        rows += list(hidden[1])
+        kinds += ["hidden_value"] * len(hidden[1])
     out = []
     for row, kind in zip(rows, kinds):
         response = task.reference_response(row)
-        if not recipe.think_values and task_name_of(task) in THINK_VALUES:
-            response = THINK_VALUES[task_name_of(task)].sub("", response)
+        if not recipe.think_values and task.think_values is not None:
+            response = task.think_values.sub("", response)
         columns = {k: [v] for k, v in row.items() if k != "prompt"}
         z = task.z_blocks([row["prompt"]], [[{"role": "assistant", "content": response}]], **columns)[0]
-        labels = {k: task.reward_label(k, row) for k in z} if hasattr(task, "reward_label") else {}
+        labels = {k: task.reward_label(k, row) for k in z}
         ex = WarmupExample([dict(m) for m in row["prompt"]], response, dict(z), kind, labels)
         if kind == "plain" and rng.random() < recipe.random_value_frac:
             ex = randomise_values(ex, rng, words)
         out.append(ex)
     return out
-
-
-def task_name_of(task) -> str:
-    return getattr(task, "name", "")
-
-
-def hidden_value_rows(task, n: int, seed: int, split: str) -> list | None:
-    """``n`` examples whose needed value is only in Z (``hide_value``), or None if the task has none.
-
-    ``hide_value`` is a ``synthetic`` argument in some tasks and a constructor argument in others.
-    """
-    import inspect
-
-    if "hide_value" in inspect.signature(task.synthetic).parameters:
-        return list(task.synthetic(n, seed=seed, split=split, hide_value=True))
-    if "hide_value" in inspect.signature(type(task).__init__).parameters:
-        from .tasks import get_task
-
-        return list(get_task(task.name, hide_value=True).synthetic(n, seed=seed, split=split))
-    return None
 
 
 def randomise_values(ex: WarmupExample, rng: random.Random, words: list[str]) -> WarmupExample:
@@ -246,120 +161,6 @@ def randomise_values(ex: WarmupExample, rng: random.Random, words: list[str]) ->
     return WarmupExample(prompt, response, z, "random_values", ex.labels)
 
 
-# ----------------------------------------------------------------------------------------------------
-# noise
-
-
-SQL_KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "ORDER", "COUNT", "JOIN")
-#: one-token swaps that keep SQL executable but change its result (``structure`` noise)
-SQL_SWAPS = ((" > ", " < "), (" < ", " > "), ("DESC", "ASC"), ("SELECT name", "SELECT city"),
-             ("SELECT city", "SELECT name"), ("SELECT age", "SELECT id"), ("SELECT price", "SELECT id"),
-             ("COUNT(*)", "MAX(id)"), ("SUM(price)", "MAX(price)"), ("SELECT orders.item", "SELECT people.city"))
-
-
-def apply_noise(response: str, kind: str, rng: random.Random, words: list[str]) -> str:
-    """One corruption of ``kind`` (see ``Noise``); the response unchanged when there is nothing to corrupt."""
-    start = answer_start(response)
-    head, answer = response[:start], response[start:]
-    if kind == "value":
-        vals = [next(g for g in m.groups() if g is not None) for m in VALUE_RE.finditer(answer)]
-        if not vals:
-            return response
-        v = rng.choice(vals)
-        return head + _sub_value(answer, v, _random_like(v, rng, words))
-    if kind == "structure":
-        present = [(a, b) for a, b in SQL_SWAPS if a in answer]
-        if not present:
-            return response
-        a, b = rng.choice(present)
-        return head + answer.replace(a, b, 1)
-    if kind == "syntax":
-        present = [k for k in SQL_KEYWORDS if re.search(rf"\b{k}\b", answer)]
-        if not present:
-            return response
-        k = rng.choice(present)
-        return head + re.sub(rf"\b{k}\b", k[:-1], answer, count=1)  # e.g. FROM -> FRO: not executable
-    if kind == "tag":
-        tags = re.findall(r"</?(?:think|answer|tool_call)>", response)
-        if not tags:
-            return response
-        t = rng.choice(tags)
-        return response.replace(t, rng.choice(["", t.replace(">", "")]), 1)
-    raise ValueError(f"unknown noise kind {kind!r}")
-
-
-def _drop_last_line(answer: str, _rng) -> str:
-    return answer.rsplit("\n", 1)[0] if "\n" in answer.strip("\n") else answer
-
-
-def _change_first_word(answer: str, rng: random.Random) -> str:
-    m = re.search(r"[A-Za-z]+", answer)
-    if not m:
-        return answer
-    new = rng.choice([w for w in ("so", "well", "then") if w != m.group().lower()])
-    new = new.capitalize() if m.group()[0].isupper() else new
-    return answer[: m.start()] + new + answer[m.end() :]
-
-
-def _drop_keyword(answer: str, rng: random.Random) -> str:
-    m = re.search(r"It has (\w+) and (\w+)\.", answer, re.IGNORECASE)
-    if not m:
-        return answer
-    kw = rng.choice(m.groups())
-    return re.sub(rf"\b{kw}\b", rng.choice(("water", "grass", "paper")), answer, flags=re.IGNORECASE)
-
-
-def _capitalise_a_word(answer: str, rng: random.Random) -> str:
-    words = list(re.finditer(r"\b[a-z]{3,}\b", answer))
-    if not words:
-        return answer
-    m = rng.choice(words)
-    return answer[: m.start()] + m.group().capitalize() + answer[m.end() :]
-
-
-def _add_comma(answer: str, _rng) -> str:
-    return answer.replace(" and ", ", and ", 1) if " and " in answer else re.sub(r"^(\W*\w+)", r"\1,", answer, count=1)
-
-
-def _unwrap_title(answer: str, _rng) -> str:
-    return re.sub(r"<<([^\n]*)>>", r"\1", answer, count=1)
-
-
-def _drop_ps_marker(answer: str, _rng) -> str:
-    return re.sub(r"(?i)p\.s\. ", "", answer, count=1)
-
-
-def _drop_a_bullet(answer: str, rng: random.Random) -> str:
-    lines = answer.split("\n")
-    bullets = [i for i, line in enumerate(lines) if line.startswith("* ")]
-    if not bullets:
-        return answer
-    del lines[rng.choice(bullets)]
-    return "\n".join(lines)
-
-
-#: one minimal edit per constraint type that makes its checker fail on the synthetic answers
-#: (``InstructionFollowing.synthetic``), touching the region the checker reads
-IF_VIOLATIONS = {
-    "startend:end_checker": _drop_last_line,
-    "length_constraints:nth_paragraph_first_word": _change_first_word,
-    "keywords:existence": _drop_keyword,
-    "change_case:english_lowercase": _capitalise_a_word,
-    "punctuation:no_comma": _add_comma,
-    "detectable_format:title": _unwrap_title,
-    "detectable_content:postscript": _drop_ps_marker,
-    "detectable_format:number_bullet_lists": _drop_a_bullet,
-}
-
-
-def violate_constraint(response: str, instruction_id: str, rng: random.Random) -> str:
-    """``response`` edited to violate one constraint (``IF_VIOLATIONS``); unchanged for other types."""
-    edit = IF_VIOLATIONS.get(instruction_id)
-    if edit is None:
-        return response
-    start = answer_start(response)
-    return response[:start] + edit(response[start:], rng)
-
 
 # ----------------------------------------------------------------------------------------------------
 # build
@@ -377,10 +178,6 @@ def recipe_hash(task_name: str, recipe: Recipe, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("MRTPO_CACHE", Path.home() / ".cache" / "mrtpo")) / "models"
-
-
 def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None, force: bool = False) -> Path:
     """Path of the tiny base for ``task`` (``sql``, ``if``, ``tool``), built and cached when absent.
 
@@ -388,7 +185,7 @@ def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | Non
     ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats).
     """
     recipe = recipe or default_recipe(task, size)
-    path = cache_root() / f"{task}-{recipe.size}-{seed}-{recipe_hash(task, recipe, seed)}"
+    path = cache_root() / "models" / f"{task}-{recipe.size}-{seed}-{recipe_hash(task, recipe, seed)}"
     if force and path.exists():
         shutil.rmtree(path)
     if not (path / "mrtpo_recipe.json").exists():
@@ -402,6 +199,7 @@ def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | Non
 
 def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int = 25) -> dict:
     """Train the tokenizer and the policy for one tiny base and save them to ``out``."""
+    import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from .tasks import get_task
@@ -429,7 +227,7 @@ def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int =
     model = Qwen2ForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    stats = warmup(model, tokenizer, examples, recipe, seed, words, log_every)
+    stats = warmup(model, tokenizer, task, examples, recipe, seed, words, log_every)
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -460,8 +258,10 @@ def render_prompt_plain(ex: WarmupExample) -> str:
     return "\n".join([m["content"] for m in ex.prompt] + list(ex.z.values()) + [ex.response])
 
 
-def sample_batch(examples, recipe: Recipe, step: int, rng: random.Random, words, tokenizer, counts: dict):
-    """One warm-up batch: (input_ids, labels) with labels -100 on prompt and padding."""
+def sample_batch(task, examples, recipe: Recipe, step: int, rng: random.Random, words, tokenizer, counts: dict):
+    """One warm-up batch: (input_ids, labels) with labels -100 on prompt and padding; noise by ``task.corrupt``."""
+    import torch
+
     p_hint = recipe.hint_p[0] if step < recipe.hint_switch * recipe.steps else recipe.hint_p[1]
     seqs = []
     for ex in rng.sample(examples, recipe.batch):
@@ -473,11 +273,11 @@ def sample_batch(examples, recipe: Recipe, step: int, rng: random.Random, words,
             if nz.kind == "constraint":
                 for k in ex.z:
                     if k not in shown and rng.random() < nz.p:
-                        noisy = violate_constraint(target, ex.labels.get(k, ""), rng)
+                        noisy = task.corrupt(target, nz.kind, rng, words, ex.labels.get(k, ""))
                         counts["noise_applied"][nz.kind] += noisy != target
                         target = noisy
             elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
-                noisy = apply_noise(target, nz.kind, rng, words)
+                noisy = task.corrupt(target, nz.kind, rng, words)
                 counts["noise_applied"][nz.kind] += noisy != target
                 target = noisy
         p_ids = tokenizer(render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
@@ -493,8 +293,10 @@ def sample_batch(examples, recipe: Recipe, step: int, rng: random.Random, words,
     return input_ids, labels, attention
 
 
-def warmup(model, tokenizer, examples, recipe: Recipe, seed: int, words, log_every: int = 50) -> dict:
+def warmup(model, tokenizer, task, examples, recipe: Recipe, seed: int, words, log_every: int = 50) -> dict:
     """Supervised warm-up: AdamW, cosine lr with linear warm-up, loss on response tokens only."""
+    import torch
+
     rng = random.Random(seed + 12345)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
 
@@ -509,7 +311,7 @@ def warmup(model, tokenizer, examples, recipe: Recipe, seed: int, words, log_eve
     losses, tokens, t0 = [], 0, time.time()
     model.train()
     for step in range(recipe.steps):
-        input_ids, labels, attention = sample_batch(examples, recipe, step, rng, words, tokenizer, counts)
+        input_ids, labels, attention = sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -30,13 +30,10 @@ from .advantages import (
     token_weights,
     uniform_weights,
 )
+from .config import METHODS, REPLAYING
 from .contexts import build_contexts
 from .relevance import concentration, js_relevance
 
-#: advantage schemes; the token-level ones share MRTPO's machinery
-METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform")
-TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
-REPLAYING = ("mrtpo", "joint", "shuffled")
 
 ZBlockFunc = Callable[..., list]
 logger = logging.getLogger(__name__)
@@ -177,7 +174,7 @@ class MRTPOTrainer(GRPOTrainer):
 
         mask = out["completion_mask"].float()
         beta = beta_at(self.state.global_step, args.mrtpo_beta, args.beta_warmup_steps)
-        metrics["mrtpo/beta"].append(beta)
+        metrics["mrtpo/beta_t"].append(beta)  # the warmed-up value beta_t, not the setting mrtpo_beta
         if args.advantage == "uniform":
             w = uniform_weights(mask, rewards.shape[1])
         else:

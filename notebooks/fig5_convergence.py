@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -33,7 +35,7 @@ from mrtpo import plots, report
 plan = report.check_model(task, model)
 runs = report.grid(task, ["grpo", "gdpo", "mrtpo"], model, seeds, steps, force)
 m = report.metrics(runs)
-metric = report.ANSWER_METRIC[task]
+metric = report.answer_metric(task)
 reward_col = next(c for c in m.columns if c.startswith(f"rewards/{metric}") and c.endswith("/mean")) if task != "if" else "reward"
 
 # %%

@@ -36,14 +36,13 @@ import json
 
 import pandas as pd
 
-from mrtpo import diagnostics, plots, report
-from mrtpo.tasks import get_task
+from mrtpo import plots, report
 
 plan = report.check_model(tasks[0], model)
 frames, recipes = [], {}
 for task in tasks:
     run = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
-    loc = diagnostics.localisation(run.profiles(), get_task(task), run.tokenizer())
+    loc = report.localisation(run)
     frames.append(loc.assign(task=task))
     recipes[task] = run.base_recipe["recipe"]["noise"] if run.base_recipe else "paper checkpoint"
 loc = pd.concat(frames, ignore_index=True)

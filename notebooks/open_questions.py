@@ -29,7 +29,7 @@ tasks = ["sql", "tool", "if"]
 # %%
 import pandas as pd
 
-from mrtpo import diagnostics, plots, report
+from mrtpo import plots, report
 from mrtpo.tasks import get_task
 
 plan = report.check_model(task, model)
@@ -38,13 +38,10 @@ plan = report.check_model(task, model)
 # ## 2. beta vs the bound: where does each beta sit?
 
 # %%
-runs = [r for b in (0.25, 0.5, 0.75) for r in report.grid(task, ["mrtpo"], model, seeds, steps, force, beta=b)]
+runs = [r for b in (0.25, 0.5, 0.75) for r in report.grid(task, ["mrtpo"], model, seeds, steps, force, mrtpo_beta=b)]
 m = report.metrics(runs)
-warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9].assign(delivered_s_times_beta=lambda d: d["mrtpo/s"] * d["beta"])
-s = warm.groupby("beta").agg(s_mean=("mrtpo/s", "mean"), bound_active=("mrtpo/s", lambda x: float((x < 1).mean())),
-                             delivered_s_times_beta=("delivered_s_times_beta", "mean"))
-display(s.round(3))
-fig = plots.curves(m.assign(s_times_beta=m["mrtpo/s"] * m["mrtpo/beta"]), "s_times_beta", hue="beta",
+display(report.delivered_reallocation(m).round(3))
+fig = plots.curves(m.assign(s_times_beta=m["mrtpo/s"] * m["mrtpo/beta_t"]), "s_times_beta", hue="mrtpo_beta",
                    ylabel="s x beta_t (delivered reallocation)", title="does beta cancel? (PAPER.md §6.2)")
 plots.save(fig, f"open_questions_s_beta_{task}_{model}")
 
@@ -53,7 +50,7 @@ plots.save(fig, f"open_questions_s_beta_{task}_{model}")
 
 # %%
 runs = report.grid(task, ["gdpo", "joint", "mrtpo"], model, seeds, steps, force)
-gain = report.summary(report.evaluations(runs), report.ANSWER_METRIC[task]).set_index("method")["mean"]
+gain = report.summary(report.evaluations(runs), report.answer_metric(task)).set_index("method")["mean"]
 cost = report.metrics(runs).groupby("method")["step_time"].median()
 display(pd.DataFrame({"gain_over_gdpo": gain - gain["gdpo"], "step_time_ratio": cost / cost["gdpo"]}).round(3))
 
@@ -64,9 +61,9 @@ display(pd.DataFrame({"gain_over_gdpo": gain - gain["gdpo"], "step_time_ratio": 
 rows = []
 for t in tasks:
     main = report.grid(t, ["gdpo", "mrtpo"], model, seeds, steps, force)
-    acc = report.summary(report.evaluations(main), report.ANSWER_METRIC[t]).set_index("method")["mean"]
+    acc = report.summary(report.evaluations(main), report.answer_metric(t)).set_index("method")["mean"]
     mm = report.metrics(main[1:])
-    loc = diagnostics.localisation(main[1].profiles(), get_task(t), main[1].tokenizer())
+    loc = report.localisation(main[1])
     rows.append({"task": t, "pairs replayed": mm["mrtpo/frac_replayed"].mean(), "effective K": mm["mrtpo/effective_k"].mean(),
                  "rewards (K)": len(get_task(t).reward_names),
                  "tokens for 80% of shift": loc["concentration80"].mean() if len(loc) else float("nan"),
@@ -75,7 +72,7 @@ for t in tasks:
 display(pd.DataFrame(rows).round(3))
 
 # %% [markdown]
-# **Reading these tables.** (2) If `bound_active` is near 1 for every beta, `delivered_s_times_beta` is the
+# **Reading these tables.** (2) If `frac_steps_bound_active` is near 1 for every beta, `s_times_beta` is the
 # same for all of them and beta has a plateau, as the algebra predicts. (3) The per-reward replay earns its
 # extra forwards only if MRTPO's gain exceeds joint replay's by more than the seed spread. (4–5) The paper's
 # story "better localisation, bigger gain" predicts that the rows with the lowest share of tokens for 80% of

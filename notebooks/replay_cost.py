@@ -40,11 +40,7 @@ display(bench)
 rates = []
 for task in tasks:
     m = report.metrics(report.grid(task, ["mrtpo"], model, seeds, steps, force))
-    per_reward = [c for c in m.columns if c.startswith("mrtpo/") and c.endswith("/frac_replayed") and c.count("/") == 2]
-    row = {"task": task, "pairs replayed (all)": m["mrtpo/frac_replayed"].mean(), "effective K": m["mrtpo/effective_k"].mean(),
-           "replay share of step": (m["time/replay"] / m["step_time"]).median()}
-    row.update({c.split("/")[1]: m[c].mean() for c in per_reward})
-    rates.append(row)
+    rates.append({"task": task, **report.replay_rates(m)})
 rates = pd.DataFrame(rates)
 display(rates.round(3))
 
@@ -59,9 +55,9 @@ plots.save(fig, "replay_cost_bench")
 # runs were trained one or two at a time on the 2-core CPU machine this book is built on.
 
 # %%
-from mrtpo import experiments
+from mrtpo.results import runs_table
 
-times = experiments.runs_table()
+times = runs_table()
 times = times[times["model"] == model]
 display(times.assign(train_min=times["train_s"] / 60).groupby(["task", "method"])["train_min"].agg(["count", "median", "max"]).round(1))
 

@@ -32,12 +32,11 @@ task = "if"
 # %%
 import pandas as pd
 
-from mrtpo import diagnostics, plots, report
-from mrtpo.tasks import get_task
+from mrtpo import plots, report
 
 plan = report.check_model(task, model)
 run = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
-loc = diagnostics.localisation(run.profiles(), get_task(task), run.tokenizer())
+loc = report.localisation(run)
 loc["state"] = loc["reward_value"].map({1.0: "satisfied", 0.0: "violated"})
 
 # %%
@@ -60,5 +59,5 @@ plots.save(fig, f"table4_{model}")
 # phrase, title, keywords); the paper's largest ratio is on such a row.
 #
 # `ratio` above 1 marks a row whose shift favours the checker's region. The instruction-following warm-up edits
-# exactly these regions when a constraint's block is absent (`mrtpo.tiny.IF_VIOLATIONS`), so at the tiny scale
+# exactly these regions when a constraint's block is absent (`mrtpo.tasks.warmup.IF_VIOLATIONS`), so at the tiny scale
 # any such row is partly designed.

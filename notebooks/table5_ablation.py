@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -34,7 +36,7 @@ methods = ["gdpo", "mrtpo", "joint", "shuffled", "mrtpo+saw"]
 runs = report.grid(task, methods, model, seeds, steps, force)
 evals = report.evaluations(runs)
 steps_df = report.metrics(runs)
-metric = report.ANSWER_METRIC[task]
+metric = report.answer_metric(task)
 
 # %%
 table = report.summary(evals, metric)

@@ -36,21 +36,19 @@ from mrtpo import plots, report
 plan = report.check_model(tasks[0], model)
 rows, curves = [], []
 for task in tasks:
-    runs = [r for b in betas for r in report.grid(task, ["mrtpo"], model, seeds, steps, force, beta=b)]
+    runs = [r for b in betas for r in report.grid(task, ["mrtpo"], model, seeds, steps, force, mrtpo_beta=b)]
     evals = report.evaluations(runs)
     m = report.metrics(runs)
-    warm = m[m["mrtpo/beta"] >= m["beta"] - 1e-9].assign(s_times_beta=lambda d: d["mrtpo/s"] * d["beta"])  # after the warm-up
-    s = warm.groupby("beta").agg(s_mean=("mrtpo/s", "mean"), frac_steps_bound_active=("mrtpo/s", lambda x: float((x < 1).mean())),
-                                 s_times_beta=("s_times_beta", "mean"))
-    acc = report.summary(evals, report.ANSWER_METRIC[task], by="beta")
-    rows.append(acc.merge(s.reset_index(), on="beta").assign(task=task))
+    s = report.delivered_reallocation(m)  # after the warm-up
+    acc = report.summary(evals, report.answer_metric(task), by="mrtpo_beta")
+    rows.append(acc.merge(s.reset_index(), on="mrtpo_beta").assign(task=task))
     curves.append(m)
 table = pd.concat(rows, ignore_index=True)
 display(table.round(3))
 
 # %%
 m = pd.concat(curves, ignore_index=True)
-fig = plots.curves(m, "mrtpo/s", hue="beta", ylabel="realised bound s", title="s per step, by beta")
+fig = plots.curves(m, "mrtpo/s", hue="mrtpo_beta", ylabel="realised bound s", title="s per step, by beta")
 plots.save(fig, f"table6_s_{model}")
 
 # %% [markdown]

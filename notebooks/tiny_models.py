@@ -25,8 +25,7 @@
 # every base is recorded with it and shown here, and tiny-scale localisation is not presented as emergent.
 
 # %% tags=["parameters"]
-model = "tiny"
-force = False  # unused here: this page trains nothing
+force = False  # the book passes it to every page; this page trains nothing
 
 # %%
 import pandas as pd

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -25,20 +27,17 @@ model = "tiny"
 task = "sql"  # the custom formulation below is written for text-to-SQL
 example_index = 0
 train_steps = 10  # steps of the short training run with the custom Z_k (0: skip)
-seeds = [0]
-steps = None
-force = False
+force = False  # the book passes it to every page; this page reuses no run folder
 
 # %%
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mrtpo import diagnostics, plots, report
-from mrtpo.experiments import base_path, resolve
+from mrtpo import diagnostics, plots, runs
 from mrtpo.tasks import get_task
 
-plan = report.check_model(task, model)
+cfg = runs.resolve(task, "mrtpo", model)  # fails fast, with the registry's message, when the weights are absent
 the_task = get_task(task)
-path = base_path(resolve(task, "mrtpo", model))
+path = runs.base_path(cfg)
 tokenizer = AutoTokenizer.from_pretrained(path)
 policy = AutoModelForCausalLM.from_pretrained(path).eval()
 example = the_task.synthetic(16, seed=123, split="test")[example_index]
@@ -87,7 +86,6 @@ import pandas as pd
 from mrtpo import MRTPOConfig, MRTPOTrainer
 
 if train_steps:
-    cfg = resolve(task, "mrtpo", model)
     trainer = MRTPOTrainer(
         model=str(path), reward_funcs=the_task.reward_funcs(), z_blocks=my_z_blocks,
         train_dataset=the_task.synthetic(256, seed=0, split="train"),

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
-def test_every_notebook_is_planned_paired_and_exposes_model():
+def test_every_notebook_is_planned_paired_and_has_one_parameters_cell():
     planned = [e["name"] for e in book.notebook_plan()]
     assert sorted(planned) == NOTEBOOKS
     toc = (ROOT / "_toc.yml").read_text()
@@ -23,7 +23,11 @@ def test_every_notebook_is_planned_paired_and_exposes_model():
         assert (ROOT / "notebooks" / f"{name}.py").exists()  # jupytext twin
         nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
         params = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
-        assert len(params) == 1 and re.search(r"^model = ", "".join(params[0]["source"]), re.M)
+        assert len(params) == 1
+        names = re.findall(r"^(\w+) = ", "".join(params[0]["source"]), re.M)
+        code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and c not in params)
+        for param in names:  # every parameter is used (the book passes force to every page)
+            assert param == "force" or re.search(rf"\b{param}\b", code), f"{name}: parameter {param} is unused"
         assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
 
 

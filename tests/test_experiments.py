@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from mrtpo import experiments as E
+from mrtpo import config, evaluation, results
+from mrtpo import runs as E
 from mrtpo.cli import main
 from mrtpo.models import ModelNotAvailable
 
@@ -64,16 +65,17 @@ def comparable(metrics: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("kwargs, match", [
     (dict(task="chess"), "valid values: sql, if, tool"),
     (dict(method="ppo"), "grpo, gdpo, mrtpo, joint, shuffled, uniform"),
-    (dict(model="13b"), "tiny, 1.5b, 3b, 4b, 7b, smoke"),
+    (dict(model="13b"), "tiny, smoke, 1.5b, 3b, 4b, 7b"),
     (dict(model="4b"), "not a paper setting for task 'sql'"),
-    (dict(beta=1.5), r"\[0, 1\]"),
+    (dict(mrtpo_beta=1.5), r"\[0, 1\]"),
+    (dict(beta=0.5), "mrtpo_beta.*kl_beta"),
     (dict(num_generations=1), ">= 2"),
     (dict(steps=0), ">= 1"),
     (dict(learning_rat=1e-3), "valid values: run settings"),
 ])
 def test_bad_parameters_fail_before_any_work(dirs, kwargs, match):
     args = dict(task="sql", method="mrtpo", model="smoke") | kwargs
-    with pytest.raises(E.BadRequest, match=match):
+    with pytest.raises(config.BadRequest, match=match):
         E.run(**args)
     assert not (dirs / "results" / "runs").exists() and not (dirs / "cache" / "work").exists()
 
@@ -92,13 +94,13 @@ def test_help_is_usable(capsys):
             main(argv)
         assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert "mrtpo train --task sql --method mrtpo --model tiny" in out and "--beta" in out and "resumes" in out
+    assert "mrtpo train --task sql --method mrtpo --model tiny" in out and "--mrtpo-beta" in out and "resumes" in out
 
 
 def test_cli_bad_input_is_one_line(dirs, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["train", "--task", "sql", "--method", "mrtpo", "--beta", "2"])
-    assert "beta=2.0 is not valid" in str(exit_.value.code)
+        main(["train", "--task", "sql", "--method", "mrtpo", "--mrtpo-beta", "2"])
+    assert "mrtpo_beta=2.0 is not valid" in str(exit_.value.code)
 
 
 # ---------------------------------------------------------------------------------------------- the runner
@@ -113,7 +115,7 @@ def reference(dirs):
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
-    return [out for out, _ in outs], E.Run(next((results / "runs" / "sql" / "smoke").iterdir()))
+    return [out for out, _ in outs], results.Run(next((results / "runs" / "sql" / "smoke").iterdir()))
 
 
 def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch):
@@ -128,7 +130,7 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     config = first.config
     assert set(config) >= {"config", "data", "packages", "model", "hash"} and config["config"]["mrtpo_beta"] == 0.5
     m = first.metrics
-    assert len(m) == 3 and {"loss", "reward", "mrtpo/s", "mrtpo/beta", "time/generation", "time/replay"} <= set(m.columns)
+    assert len(m) == 3 and {"loss", "reward", "mrtpo/s", "mrtpo/beta_t", "time/generation", "time/replay"} <= set(m.columns)
     assert set(first.eval) == {"synthetic_test", "synthetic_hide_value"}
     assert set(first.eval["synthetic_test"]["temp1"]) == {"format", "executable", "execution_match"}
     assert first.profiles() and "q" in first.profiles()[0]
@@ -140,12 +142,12 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     start = time.perf_counter()
     second = E.run("sql", "mrtpo", seed=3, **SMOKE)
     assert not second.trained and second.path == first.path and time.perf_counter() - start < 10
-    table = E.collect("sql")
+    table = pd.read_csv(first.path / "eval.csv")
     assert set(table["benchmark"]) == {"synthetic_test", "synthetic_hide_value"}
     assert set(table["decoding"]) == {"temp1", "greedy"} and (table["run"] == first.path.name).all()
-    assert E.runs_table()["path"].tolist() == [str(first.path)]
+    assert results.runs_table()["path"].tolist() == [str(first.path)]
     # any setting that changes the result changes the folder
-    other = E.locate(E.resolve("sql", "mrtpo", seed=3, **(SMOKE | {"beta": 0.25})))[2]
+    other = E.locate(E.resolve("sql", "mrtpo", seed=3, **(SMOKE | {"mrtpo_beta": 0.25})))[2]
     assert other != first.path and "beta0.25" in other.name
 
 
@@ -153,7 +155,7 @@ def test_crash_leaves_no_finished_folder(dirs, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("evaluation crashed")
 
-    monkeypatch.setattr(E, "evaluate", broken)
+    monkeypatch.setattr(E, "evaluate", broken)  # the name runs.py calls
     with pytest.raises(RuntimeError, match="evaluation crashed"):
         E.run("sql", "gdpo", seed=7, **(SMOKE | {"steps": 1}))
     assert E.find("sql", "gdpo", seed=7, **(SMOKE | {"steps": 1})) is None
@@ -183,7 +185,7 @@ def test_kill_and_resume_gives_identical_results(dirs, reference):
     rerun = cli("train", "--task", "sql", "--method", "mrtpo", "--seed", "3", *CLI_SMOKE, results=results)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert verdict(rerun.stdout).startswith("trained")
-    resumed = E.Run(Path(verdict(rerun.stdout).split()[1]))
+    resumed = results.Run(Path(verdict(rerun.stdout).split()[1]))
     assert resumed.summary["resumed_from_step"] in (1, 2, 3)
     assert resumed.summary["weights_sha256"] == uninterrupted.summary["weights_sha256"]
     pd.testing.assert_frame_equal(comparable(resumed.metrics), comparable(uninterrupted.metrics))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo import experiments as R
+from mrtpo import runs as R
 
 RUNS = sorted((Path(__file__).resolve().parents[1] / "results" / "runs").glob("*/*/*/config.json"))
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from mrtpo import diagnostics as D
-from mrtpo.models import MODELS, ModelNotAvailable, dry_run, resolve_model
-from mrtpo.tiny import IF_VIOLATIONS, apply_noise, tiny_base, violate_constraint
+from mrtpo.models import ModelNotAvailable, dry_run, model_spec, resolve_model
+from mrtpo.tasks.warmup import IF_VIOLATIONS, apply_noise, violate_constraint
+from mrtpo.tiny import tiny_base
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,7 @@ def test_dry_run_prints_the_plan(capsys):
     assert "Qwen/Qwen2.5-Coder-7B-Instruct" in out and "estimated_gpu_memory_gb" in out
     assert plan["steps"] == 100 and plan["prompts_per_step"] == 32 and len(plan["seeds"]) == 3
     assert 100 < plan["estimated_gpu_memory_gb"] < 150
-    assert MODELS["4b"]["if"].kl_beta == 0 and MODELS["4b"]["if"].steps == 300
+    assert model_spec("if", "4b").kl_beta == 0 and model_spec("if", "4b").steps == 300
 
 
 def test_unknown_pair_is_a_value_error():

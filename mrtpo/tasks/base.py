@@ -16,15 +16,72 @@ A task knows its data, its verifiers and what each verifier reads; it knows noth
   conversational ``prompt`` column, for the tiny scale.
 * ``reference_response(example)``: the gold response in the paper's layout
   (``<think>…</think>`` then the answer region), used for supervised warm-up of tiny bases.
+
+Everything else the runner, the registry and the tiny-base builder need from a task is a field or a method
+with a default here, so a new task is one file plus one line in ``TASKS``:
+
+* ``hidden_value_split(n, seed, split)``: examples whose needed fact is only in Z (``None``: the task has none);
+* ``training_set(data_dir)`` / ``real_benchmarks(data_dir)``: the paper-scale data;
+* ``benchmarks(scale, n, seed, data_dir)``: name -> ``Benchmark`` (held-out data and its scorer);
+* ``answer_metric``, ``reward_label(name, example)``: what tables and localisation plots show;
+* ``paper_run`` / ``paper_models`` / ``tiny_completion_length`` / ``data_description``: the registry's entries;
+* ``warmup_noise``, ``warmup_max_len``, ``think_values``, ``corrupt(...)``: how a tiny base is warmed up
+  (``mrtpo.tiny``; corruptions in ``mrtpo.tasks.warmup``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+import math
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 RewardFunc = Callable[..., list]
 Spans = list[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One kind of warm-up target noise: applied with probability ``p`` when none of the ``gate`` Z blocks is
+    shown (an empty gate: "whatever the prompt shows"). ``kind`` names a corruption of ``Task.corrupt``
+    (``mrtpo.tasks.warmup.CORRUPTIONS``); ``constraint`` is drawn once per Z block instead, gated on that block
+    alone: when block k is not shown, the response violates what block k states with probability ``p``."""
+
+    kind: str
+    p: float
+    gate: tuple[str, ...] = ()
+
+
+#: paper-scale hyperparameters the paper does not state, with the reason for the value chosen (``paper_run``)
+UNSTATED = {
+    "num_generations": "num_generations=8: group size not stated; 8 is the common GRPO/GDPO setting",
+    "kl_beta": "kl_beta=0: KL stated absent only for instruction following; no reference model keeps runs comparable",
+    "learning_rate": "learning_rate=1e-6: not stated; TRL's default for full fine-tuning of 1.5B–7B models",
+}
+
+Scorer = Callable[["Task", list, list], dict]
+
+
+class Benchmark(NamedTuple):
+    """One held-out evaluation set: the task that scores it, its rows, and ``scorer(task, rows, texts)``."""
+
+    task: "Task"
+    data: Any
+    scorer: Scorer
+
+
+def reward_means(task: "Task", rows: list[dict], texts: list[str]) -> dict[str, float]:
+    """Mean of every reward over (row, completion) pairs; rewards that do not apply (None) are left out."""
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    out = {}
+    for func in task.reward_funcs():
+        values = [v for v in func([r["prompt"] for r in rows], completions, **columns) if v is not None and v == v]
+        out[func.__name__] = sum(values) / len(values) if values else math.nan
+    return out
 
 
 class Task:
@@ -34,6 +91,29 @@ class Task:
     reward_names: tuple[str, ...] = ()
     #: rewards that judge the answer's content (not its format); used by acceptance checks and tables
     answer_rewards: tuple[str, ...] = ()
+    #: the tables' headline metric at the tiny scale (a reward name, or a column ``report.evaluations`` adds)
+    answer_metric: str = ""
+    #: one line on the training data of each scale, for ``mrtpo plan``
+    data_description: str = ""
+    #: the paper's run hyperparameters of this task (``ModelSpec`` fields: steps, seeds, ...) and the
+    #: hyperparameters the paper does not state, with the reason for the value chosen (``choices``)
+    paper_run: dict = {}
+    #: registry name -> (Hugging Face checkpoint, parameter count) of the paper's models for this task
+    paper_models: dict[str, tuple[str, float]] = {}
+    #: completion length of the tiny scale (long enough for the reference responses)
+    tiny_completion_length: int = 96
+    #: where the tiny base's warm-up puts noise (``mrtpo.tiny``): each kind gated on the Z block whose verifier
+    #: reads the corrupted region, so that removing Z_k moves the policy where verifier k reads
+    warmup_noise: tuple[Noise, ...] = ()
+    #: warm-up sequence length when the default (384 tokens) would cut this task's examples
+    warmup_max_len: int | None = None
+    #: the part of the reference ``<think>`` that restates values (removed when a recipe has think_values=False)
+    think_values: re.Pattern | None = None
+
+    @property
+    def hidden_rewards(self) -> tuple[str, ...]:
+        """Rewards whose needed fact ``hidden_value_split`` leaves out of the prompt (default: answer_rewards)."""
+        return self.answer_rewards
 
     def reward_funcs(self) -> list[RewardFunc]:
         raise NotImplementedError
@@ -49,6 +129,43 @@ class Task:
 
     def reference_response(self, example: dict) -> str:
         raise NotImplementedError
+
+    # -- optional, with defaults --------------------------------------------------------------------------
+    def reward_label(self, name: str, example: dict) -> str:
+        """What reward ``name`` checks in ``example`` (IF: the constraint type); by default the reward's name."""
+        return name
+
+    def hidden_value_split(self, n: int, seed: int = 0, split: str = "train") -> tuple["Task", Any] | None:
+        """(task that scores them, ``n`` synthetic examples whose needed fact is only in Z), or None."""
+        return None
+
+    def training_set(self, data_dir: Path):
+        """The paper-scale training set under ``data_dir`` (``mrtpo.paths.data_root()``)."""
+        raise NotImplementedError(f"task {self.name!r} has no paper-scale training set")
+
+    def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
+        """The paper-scale held-out benchmarks under ``data_dir``."""
+        raise NotImplementedError(f"task {self.name!r} has no paper-scale benchmarks")
+
+    def benchmarks(self, scale: str, n: int, seed: int, data_dir: Path) -> dict[str, Benchmark]:
+        """name -> Benchmark. Tiny: the held-out synthetic test split (``n`` prompts), and the hidden-value split
+        when the task has one. Real: ``real_benchmarks``."""
+        if scale != "tiny":
+            return self.real_benchmarks(data_dir)
+        out = {"synthetic_test": Benchmark(self, self.synthetic(n, seed=seed, split="test"), reward_means)}
+        hidden = self.hidden_value_split(n, seed=seed, split="test")
+        if hidden is not None:
+            out["synthetic_hide_value"] = Benchmark(hidden[0], hidden[1], reward_means)
+        return out
+
+    def corrupt(self, response: str, kind: str, rng: random.Random, words: list[str], label: str = "") -> str:
+        """One warm-up corruption of ``kind`` (a ``Noise.kind``); ``label`` is ``reward_label`` of the block a
+        ``constraint`` noise is gated on. The response unchanged when there is nothing to corrupt."""
+        from .warmup import CORRUPTIONS
+
+        if kind not in CORRUPTIONS:
+            raise ValueError(f"unknown noise kind {kind!r}; known: {', '.join(CORRUPTIONS)}")
+        return CORRUPTIONS[kind](response, rng, words, label)
 
 
 def completion_text(completion: Any) -> str:

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, reward_function, strip_span, think_span
+from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, strip_span, think_span
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
@@ -387,6 +387,19 @@ class InstructionFollowing(Task):
     """
 
     name = "if"
+    #: the mean over constraint slots (``report.evaluations`` adds it)
+    answer_metric = "constraint_mean"
+    data_description = "synthetic constraints (tiny) / HIR-16K, first two subsets"
+    paper_run = dict(steps=300, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2, 3, 4), learning_rate=1e-6,
+                     max_completion_length=1024,
+                     choices=(UNSTATED["num_generations"], UNSTATED["learning_rate"],
+                              "prompts_per_step=32: not stated; as text-to-SQL"))
+    paper_models = {"4b": ("Qwen/Qwen3-4B", 4.02e9), "7b": ("Qwen/Qwen2.5-7B-Instruct", 7.62e9)}
+    tiny_completion_length = 160
+    #: when block k is not shown, the warm-up target violates the constraint block k states
+    warmup_noise = (Noise("constraint", 0.3),)
+    #: a prompt with every constraint restated in Z reaches ~470 tokens and its reference ~150 (spaces are tokens)
+    warmup_max_len = 640
 
     def __init__(self, num_constraints: tuple[int, int] = (2, 4), max_constraints: int | None = None):
         lo, hi = num_constraints
@@ -405,6 +418,17 @@ class InstructionFollowing(Task):
         if most > self.max_constraints:
             raise ValueError(f"{path}: an example has {most} constraints; use max_constraints >= {most}")
         return data
+
+    def training_set(self, data_dir: Path):
+        return self.load(Path(data_dir) / "hir" / "hir16k.jsonl")
+
+    def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
+        """IFEval and IFBench, scored by their own accuracies (``evaluate``)."""
+        return {"ifeval": Benchmark(self, self.load(Path(data_dir) / "ifeval" / "input_data.jsonl"), _if_accuracy),
+                "ifbench": Benchmark(self, self.load(Path(data_dir) / "ifbench" / "IFBench_test.jsonl"), _if_accuracy)}
+
+    def hidden_value_split(self, n: int, seed: int = 0, split: str = "train"):
+        return self, self.synthetic(n, seed=seed, split=split, hide_value=True)
 
     #: the reward whose needed fact ``synthetic(hide_value=True)`` leaves out of the prompt
     hidden_rewards = ("constraint_0",)
@@ -491,6 +515,11 @@ class InstructionFollowing(Task):
             except Exception:  # e.g. a keyword that is not a valid regex: no localisable region
                 regions[f"constraint_{i}"] = []
         return regions
+
+
+def _if_accuracy(task, rows: list[dict], texts: list[str]) -> dict[str, float]:
+    """Benchmark scorer of IFEval/IFBench: ``evaluate`` over (row, response) pairs."""
+    return evaluate(list(zip(rows, texts)))
 
 
 def _example(prompts: list, j: int, columns: dict) -> dict | None:

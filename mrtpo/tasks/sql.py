@@ -24,7 +24,8 @@ from typing import Any, Callable
 import sqlglot
 from sqlglot import exp
 
-from .base import Spans, Task, completion_text, reward_function, strip_span, think_span
+from ..paths import cache_root
+from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
 from .sqlexec import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor, results_match
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -41,7 +42,6 @@ Z_TEMPLATES = {
     "sql_joins": "Reference JOINs: {}",
 }
 SUB_VERIFIERS = ("sql_tables", "sql_columns", "sql_where", "sql_joins")
-DEFAULT_DB_CACHE = Path.home() / ".cache" / "mrtpo" / "sql_dbs"
 
 _FORMAT_RE = re.compile(r"\s*<think>(.*?)</think>\s*<answer>(.*?)</answer>\s*", re.S)
 _ORDER_BY_RE = re.compile(r"\border\s+by\b", re.I)
@@ -188,6 +188,20 @@ class TextToSQL(Task):
 
     name = "sql"
     answer_rewards = ("execution_match",)
+    answer_metric = "execution_match"
+    data_description = "synthetic text-to-SQL (tiny) / Spider train, 6,915 questions"
+    paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
+                     max_completion_length=1024, choices=tuple(UNSTATED.values()))
+    paper_models = {"3b": ("Qwen/Qwen2.5-Coder-3B-Instruct", 3.09e9), "7b": ("Qwen/Qwen2.5-Coder-7B-Instruct", 7.62e9)}
+    #: warm-up noise: swapped operators/columns (execution_match), misspelt keywords (executable), dropped tags
+    #: (format). Values are never corrupted: swapping values while the question states them teaches the policy
+    #: not to copy (prototype)
+    warmup_noise = (
+        Noise("structure", 0.35, ("execution_match",)),
+        Noise("syntax", 0.15, ("executable",)),
+        Noise("tag", 0.15, ("format",)),
+    )
+    think_values = re.compile(r" and values? [^<]*?(?=\.</think>)")
 
     def __init__(
         self,
@@ -199,7 +213,7 @@ class TextToSQL(Task):
         self.sub_verifiers = sub_verifiers
         self.reward_names = ("format", "executable", "execution_match") + (SUB_VERIFIERS if sub_verifiers else ())
         self.executor = SQLExecutor(timeout_s=timeout_s, max_rows=max_rows)
-        self.db_cache_dir = Path(db_cache_dir) if db_cache_dir else DEFAULT_DB_CACHE
+        self.db_cache_dir = Path(db_cache_dir) if db_cache_dir else cache_root() / "sql_dbs"
 
     # ---- per-response checks: (completion, example) -> reward; exceptions are caught by safe_reward
     def _check_format(self, completion: Any, example: dict) -> float:
@@ -311,6 +325,20 @@ class TextToSQL(Task):
     def synthetic(self, n: int, seed: int = 0, split: str = "train", hide_value: bool | float = False):
         """``n`` templated questions over small deterministic databases; see ``synthetic_sql``."""
         return synthetic_sql(n, seed=seed, split=split, hide_value=hide_value, cache_dir=self.db_cache_dir)
+
+    def hidden_value_split(self, n: int, seed: int = 0, split: str = "train"):
+        return self, self.synthetic(n, seed=seed, split=split, hide_value=True)
+
+    def training_set(self, data_dir: Path):
+        """Spider-Syn train (the three databases missing from the rebuilt set are skipped)."""
+        spider = Path(data_dir) / "spider"
+        return load_spider(spider / "train_spider_syn.json", spider / "tables.json", spider / "database", missing_db="skip")
+
+    def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
+        """Spider dev and Spider-Realistic, scored by the rewards' means (execution_match: execution accuracy)."""
+        spider = Path(data_dir) / "spider"
+        return {name: Benchmark(self, load_spider(spider / f, spider / "tables.json", spider / "database"), reward_means)
+                for name, f in (("spider_dev", "dev.json"), ("spider_realistic", "spider_realistic.json"))}
 
 
 def _describe(gold_sql: str) -> str:
@@ -453,8 +481,10 @@ def _syn_rows(rng: random.Random) -> tuple[list[tuple], list[tuple]]:
     return people, orders
 
 
-def synthetic_databases(seed: int, cache_dir: str | Path = DEFAULT_DB_CACHE) -> list[Path]:
-    """Write (once) the ``SYN_N_DBS`` small databases for ``seed``; contents depend only on the seed."""
+def synthetic_databases(seed: int, cache_dir: str | Path | None = None) -> list[Path]:
+    """Write (once) the ``SYN_N_DBS`` small databases for ``seed``; contents depend only on the seed.
+    ``cache_dir``: default ``$MRTPO_CACHE/sql_dbs``."""
+    cache_dir = cache_dir or cache_root() / "sql_dbs"
     folder = Path(cache_dir) / f"v{SYN_VERSION}" / f"seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -495,7 +525,7 @@ def synthetic_sql(
     seed: int = 0,
     split: str = "train",
     hide_value: bool | float = False,
-    cache_dir: str | Path = DEFAULT_DB_CACHE,
+    cache_dir: str | Path | None = None,
 ):
     """``n`` templated text-to-SQL examples in the Spider record format, deterministic in (seed, split).
 

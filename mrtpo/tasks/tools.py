@@ -34,7 +34,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .base import Spans, Task, completion_text, reward_function, strip_span, think_span
+from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
 
 logger = logging.getLogger(__name__)
 
@@ -421,6 +421,15 @@ class ToolCalling(Task):
     name = "tool"
     reward_names = ("format", "correctness")
     answer_rewards = ("correctness",)
+    answer_metric = "correctness"
+    data_description = "synthetic tool calls (tiny) / RLLA, 3,920 examples"
+    paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
+                     max_completion_length=512,
+                     choices=tuple(UNSTATED.values()) + ("steps=100, prompts_per_step=32: not stated for tool calling; "
+                                                        "as text-to-SQL (about 0.8 epoch of RLLA's 3,920 examples)",))
+    paper_models = {"1.5b": ("Qwen/Qwen2.5-1.5B-Instruct", 1.54e9), "3b": ("Qwen/Qwen2.5-3B-Instruct", 3.09e9)}
+    #: warm-up noise: a swapped argument value (correctness), a dropped tag (format)
+    warmup_noise = (Noise("value", 0.2, ("correctness",)), Noise("tag", 0.15, ("format",)))
 
     def __init__(self, hide_value: bool = False, num_tools: int = 3):
         if not 1 <= num_tools <= len(_TOOLS):
@@ -447,6 +456,19 @@ class ToolCalling(Task):
             ground_truth = [{name: {p: [v] for p, v in args.items()}}]
             rows.append(_row(f"{split}-{seed}-{i}", messages, functions, ground_truth, "multiple", "synthetic", compact=True))
         return Dataset.from_list(rows)
+
+    def hidden_value_split(self, n: int, seed: int = 0, split: str = "train"):
+        """``hide_value`` is an option of this task (it changes the data stream), so the split comes from a copy."""
+        hidden = ToolCalling(hide_value=True, num_tools=self.num_tools)
+        return hidden, hidden.synthetic(n, seed=seed, split=split)
+
+    def training_set(self, data_dir: Path):
+        return load_rlla(Path(data_dir) / "rlla" / "rlla_sft.json")
+
+    def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
+        """BFCL v4 non-live and live (the installed ``bfcl-eval``'s data), scored by the rewards' means."""
+        return {"bfcl_non_live": Benchmark(self, load_bfcl(NON_LIVE), reward_means),
+                "bfcl_live": Benchmark(self, load_bfcl(LIVE), reward_means)}
 
     def reference_response(self, example: dict) -> str:
         calls = reference_calls(json.loads(example["ground_truth"]), json.loads(example["functions"]))

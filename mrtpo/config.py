@@ -1,0 +1,154 @@
+"""What a run is: the one list of advantage schemes and ``RunConfig``, resolved and validated without TRL.
+
+``resolve(task, method, model="tiny", seed=0, steps=None, **overrides)`` fills every field (hyperparameters
+from the model registry, ``mrtpo.models``; runner settings from the dataclass below) and fails before any work
+with a message naming the valid values. ``trainer_config`` turns a RunConfig into the trainer's MRTPOConfig.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .models import TINY_SIZES, is_local_path, model_names, model_spec, resolve_model
+from .tasks import TASKS
+
+#: advantage schemes; the token-level ones share MRTPO's machinery, the replaying ones run leave-one-out replays
+METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform")
+TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
+REPLAYING = ("mrtpo", "joint", "shuffled")
+#: run settings of the "smoke" size (seconds per run: what the test suite renders the book with); overrides win
+SMOKE_RUN = dict(steps=2, prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4,
+                 eval_samples=1, train_size=16, save_steps=1)
+#: registry fields a run takes from ``ModelSpec`` (overridable like any other field)
+SPEC_FIELDS = ("steps", "prompts_per_step", "num_generations", "learning_rate", "max_completion_length",
+               "mrtpo_beta", "beta_warmup_steps", "kl_beta")
+#: MRTPOConfig fields the runner sets itself (not accepted as pass-through overrides)
+RUNNER_SET = ("output_dir", "advantage", "saw", "mrtpo_beta", "beta_warmup_steps", "beta", "learning_rate", "max_steps",
+              "per_device_train_batch_size", "num_generations", "max_completion_length", "temperature", "seed",
+              "logging_steps", "save_strategy", "save_steps", "report_to", "use_cpu", "full_determinism",
+              "profile_samples")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides a run's result. Fields without a default come from the model registry."""
+
+    task: str  # a key of mrtpo.tasks.TASKS
+    method: str  # advantage scheme, one of METHODS
+    model: str  # registry name ("tiny", "smoke", "7b", ...) or a local folder
+    seed: int  # RL seed: sampling, data order, initialisation of nothing else (the base is fixed)
+    steps: int
+    prompts_per_step: int
+    num_generations: int  # G, samples per prompt
+    learning_rate: float
+    max_completion_length: int
+    mrtpo_beta: float  # reallocation strength, in [0, 1] (not TRL's ``beta``, the KL coefficient: kl_beta)
+    beta_warmup_steps: int
+    kl_beta: float  # TRL's KL coefficient (``beta`` in GRPOConfig)
+    saw: bool = False  # stack SAW (``method="mrtpo+saw"``)
+    temperature: float = 1.0  # sampling temperature in training and in the temperature-1 evaluation
+    train_size: int = 1024  # synthetic training prompts (tiny scale); 100 steps x 8 prompts is under one epoch
+    data_seed: int = 0  # seed of the synthetic data (and of its sqlite databases): the base was warmed on it
+    base_seed: int = 0  # seed of the tiny base: one base per task, RL seeds vary only the RL
+    eval_prompts: int = 64  # held-out prompts per benchmark
+    eval_samples: int = 4  # samples per prompt at temperature 1 (plus one greedy)
+    eval_seed: int = 0  # seed of the held-out synthetic test split and of evaluation sampling
+    save_steps: int = 10  # checkpoint every N steps in the work dir (resume after a kill)
+    profile_samples: int = 2  # responses per step whose q profiles are saved
+    deterministic: bool = True  # torch.use_deterministic_algorithms: resumed == uninterrupted on CPU
+    trainer_args: dict = field(default_factory=dict)  # any other MRTPOConfig field, passed through
+
+    @property
+    def label(self) -> str:
+        return self.method + ("+saw" if self.saw else "")
+
+    @property
+    def scale(self) -> str:
+        """"tiny" (synthetic data, CPU) or "real" (the paper's data; a paper checkpoint or a local folder)."""
+        return "tiny" if self.model in TINY_SIZES else "real"
+
+    @property
+    def model_label(self) -> str:
+        """The model's name in folder names: the registry name, or a local folder's last part."""
+        return Path(self.model).name if is_local_path(self.model) else self.model
+
+
+class BadRequest(ValueError):
+    """A run request with an invalid parameter; raised before any work, naming the valid values."""
+
+
+def _fail(what: str, value, valid) -> None:
+    raise BadRequest(f"{what}={value!r} is not valid; valid values: {valid}")
+
+
+def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> RunConfig:
+    """Validate the request and fill every field; fails before any work with a message naming the valid values.
+
+    ``method`` may carry ``+saw``; keys that are neither RunConfig fields nor MRTPOConfig fields are rejected.
+    ``model`` is a registry name or a local folder of weights. For a paper checkpoint whose weights are absent,
+    the registry's ``ModelNotAvailable`` is raised here (before any data is built).
+    """
+    if task not in TASKS:
+        _fail("task", task, ", ".join(TASKS))
+    base, _, extra = method.partition("+")
+    if base not in METHODS or extra not in ("", "saw"):
+        _fail("method", method, ", ".join(METHODS) + " (each optionally with +saw, e.g. mrtpo+saw)")
+    if model not in model_names() and not is_local_path(model):
+        _fail("model", model, ", ".join(model_names()) + ", or a local folder of weights")
+    try:
+        spec = model_spec(task, model)
+    except ValueError as exc:  # a registry name that is not a paper setting for this task
+        raise BadRequest(str(exc)) from None
+    if "beta" in overrides:  # TRL's name for the KL coefficient: never guess which of the two was meant
+        raise BadRequest("beta is ambiguous: the MRTPO reallocation strength is mrtpo_beta, TRL's KL coefficient "
+                         "is kl_beta")
+    if model == "smoke":
+        overrides = {**SMOKE_RUN, **overrides}
+    if steps is not None:
+        overrides["steps"] = steps
+    own = {f.name for f in dataclasses.fields(RunConfig)} - {"task", "method", "model", "seed", "trainer_args"}
+    passthrough = {k: v for k, v in overrides.items() if k not in own}
+    if passthrough:
+        from .trainer import MRTPOConfig
+
+        allowed = {f.name for f in dataclasses.fields(MRTPOConfig)} - set(RUNNER_SET)
+        unknown = sorted(set(passthrough) - allowed)
+        if unknown:
+            _fail("override", unknown[0], "run settings " + ", ".join(sorted(own))
+                  + "; or a MRTPOConfig field not set by the runner")
+    values = {k: getattr(spec, k) for k in SPEC_FIELDS}
+    values.update({k: v for k, v in overrides.items() if k in own})
+    cfg = RunConfig(task=task, method=base, model=model, seed=int(seed), saw=bool(values.pop("saw", False)) or extra == "saw",
+                    trainer_args=passthrough, **values)
+    if not 0.0 <= cfg.mrtpo_beta <= 1.0:
+        _fail("mrtpo_beta", cfg.mrtpo_beta, "a number in [0, 1]")
+    if cfg.num_generations < 2:
+        _fail("num_generations", cfg.num_generations, "an integer >= 2 (a group needs a spread)")
+    if cfg.steps <= 0:
+        _fail("steps", cfg.steps, "an integer >= 1")
+    for name in ("prompts_per_step", "max_completion_length", "eval_prompts", "eval_samples", "save_steps", "train_size"):
+        if getattr(cfg, name) < 1:
+            _fail(name, getattr(cfg, name), "an integer >= 1")
+    if cfg.scale == "real":
+        resolve_model(task, model)  # ModelNotAvailable, with where it looked and how to provide it
+    return cfg
+
+
+def trainer_config(cfg: RunConfig, output_dir: Path):
+    """The MRTPOConfig of a run; CPU when no GPU is visible (then fp32, no gradient checkpointing)."""
+    import torch
+
+    from .trainer import MRTPOConfig
+
+    gpu = torch.cuda.is_available()
+    return MRTPOConfig(
+        output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, mrtpo_beta=cfg.mrtpo_beta,
+        beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
+        max_steps=cfg.steps, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu, full_determinism=cfg.deterministic,
+        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **cfg.trainer_args,
+    )

@@ -1,0 +1,66 @@
+"""Held-out evaluation of a policy with a run's benchmarks and decodings.
+
+``benchmarks(cfg)`` asks the task for its held-out sets (``Task.benchmarks``: the synthetic test split and
+the hidden-value split at the tiny scale; Spider / IFEval / BFCL at the real scale); ``evaluate(cfg, path)``
+samples from the policy at temperature 1 (``eval_samples`` per prompt) and greedily, and scores;
+``eval_rows`` flattens the result into tidy rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import RunConfig
+from .paths import data_root
+from .tasks import get_task
+from .tasks.base import Benchmark
+
+
+def benchmarks(cfg: RunConfig) -> dict[str, Benchmark]:
+    """name -> Benchmark(task, held-out Dataset, scorer) for this run's scale (``Task.benchmarks``)."""
+    return get_task(cfg.task).benchmarks(cfg.scale, cfg.eval_prompts, cfg.eval_seed, data_root())
+
+
+def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16) -> dict:
+    """{benchmark: {decoding: {metric: value}, "n_prompts": n}}: temperature 1 (``eval_samples`` per prompt)
+    and greedy at the tiny scale, greedy only at the real scale."""
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .diagnostics import sample
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
+    if torch.cuda.is_available():
+        model = model.cuda()
+    decodings = {"temp1": (cfg.temperature, cfg.eval_samples), "greedy": (0.0, 1)}
+    if cfg.scale == "real":
+        decodings = {"greedy": (0.0, 1)}
+    results = {}
+    for bench, (task, data, scorer) in benchmarks(cfg).items():
+        rows = list(data)
+        results[bench] = {"n_prompts": len(rows)}
+        for decoding, (temperature, n) in decodings.items():
+            texts = []
+            for start in tqdm(range(0, len(rows), chunk), desc=f"eval {bench} {decoding}", leave=False):
+                batch = rows[start : start + chunk]
+                samples = sample(model, tokenizer, [r["prompt"] for r in batch], n=n, temperature=temperature,
+                                 max_new_tokens=cfg.max_completion_length, seed=cfg.eval_seed + start)
+                texts += [text for group in samples for _, text in group]
+            results[bench][decoding] = scorer(task, [r for r in rows for _ in range(n)], texts)
+    return results
+
+
+def eval_rows(cfg: RunConfig, name: str, results: dict) -> list[dict]:
+    """Tidy rows: one per benchmark x decoding x metric, with the run's identifying columns."""
+    rows = []
+    for bench, res in results.items():
+        for decoding, metrics in res.items():
+            if not isinstance(metrics, dict):
+                continue
+            for metric, value in metrics.items():
+                rows.append({"run": name, "task": cfg.task, "model": cfg.model, "method": cfg.label,
+                             "mrtpo_beta": cfg.mrtpo_beta, "seed": cfg.seed, "steps": cfg.steps, "benchmark": bench,
+                             "decoding": decoding, "metric": metric, "value": value, "n_prompts": res["n_prompts"]})
+    return rows

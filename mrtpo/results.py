@@ -1,0 +1,84 @@
+"""Reading finished run folders back: ``Run`` (one folder's files), ``run_folders`` and ``runs_table``.
+
+A run folder (``mrtpo.runs``) holds::
+
+    config.json     resolved config, content hash, package and data versions
+    metrics.csv     one row per step: every field the trainer logs (TRL's, mrtpo/*, time/*)
+    eval.json       held-out evaluation, nested; eval.csv the same, one row per benchmark x decoding x metric
+    profiles.jsonl  sampled per-token q profiles (token-level methods)
+    summary.json    weights hash, train runtime, whether the run was resumed
+    tokenizer/      the run's tokenizer (token-level figures need no base model)
+    base_recipe.json  the tiny base's recipe and warm-up mix (tiny scale)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import results_root
+
+
+@dataclass
+class Run:
+    """A finished run folder. ``trained`` is False when the folder was reused from the cache."""
+
+    path: Path
+    trained: bool = False
+
+    @property
+    def config(self) -> dict:
+        return json.loads((self.path / "config.json").read_text())
+
+    @property
+    def eval(self) -> dict:
+        return json.loads((self.path / "eval.json").read_text())
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.path / "summary.json").read_text())
+
+    @property
+    def metrics(self):
+        import pandas as pd
+
+        return pd.read_csv(self.path / "metrics.csv")
+
+    def profiles(self) -> list[dict]:
+        path = self.path / "profiles.jsonl"
+        return [json.loads(line) for line in path.open()] if path.exists() else []
+
+    @property
+    def base_recipe(self) -> dict | None:
+        """The tiny base's recipe and warm-up mix (``mrtpo_recipe.json``); None for a paper checkpoint."""
+        path = self.path / "base_recipe.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def tokenizer(self):
+        """The run's tokenizer (saved in the folder, so that token-level figures need no base model)."""
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.path / "tokenizer")
+
+
+def run_folders(task: str | None = None) -> list[Path]:
+    """Finished run folders (temporary ones start with a dot and are never listed)."""
+    root = results_root() / "runs"
+    pattern = f"{task}/*/*" if task else "*/*/*"
+    return sorted(p for p in root.glob(pattern) if p.is_dir() and not p.name.startswith(".")
+                  and (p / "eval.csv").exists())
+
+
+def runs_table(task: str | None = None):
+    """One row per run folder: task, model, method, mrtpo_beta, seed, steps, train time, and its path."""
+    import pandas as pd
+
+    rows = []
+    for p in run_folders(task):
+        cfg = json.loads((p / "config.json").read_text())["config"]
+        summary = json.loads((p / "summary.json").read_text())
+        rows.append({"task": cfg["task"], "model": cfg["model"], "method": cfg["method"] + ("+saw" if cfg["saw"] else ""),
+                     "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
+                     "train_s": summary["train_runtime_s"], "path": str(p)})
+    return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "path"])

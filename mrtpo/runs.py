@@ -1,0 +1,262 @@
+"""Run folders: one call trains, evaluates and writes a folder that notebooks read back in seconds.
+
+``run(task, method, model="tiny", seed=0, steps=None, **overrides)`` resolves a ``RunConfig``
+(``mrtpo.config``), hashes it together with the base model, the data and the package versions, and either
+returns the finished folder of that hash or trains::
+
+    results/runs/<task>/<model>/<method>[-beta<mrtpo_beta>]-seed<s>-<hash8>/   (files: ``mrtpo.results``)
+
+Faults (issue 7): the folder is written under a temporary name and renamed when complete, so a crash never
+leaves a folder the cache would reuse; a lock file makes a second process asking for the same run wait and
+reuse it; checkpoints live in ``$MRTPO_CACHE/work/<hash>/`` and a rerun after a kill resumes from the last
+complete one, with RNG states restored, giving the same weights.
+
+Identity: ``identity(cfg)`` is what the content hash covers. Its keys are the committed folders' keys and
+must not change meaning: a changed key changes every hash and makes a fresh clone retrain everything
+(``tests/test_identity.py`` holds every committed folder to its stored hash).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import math
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import __version__
+from .config import TOKEN_LEVEL, RunConfig, resolve, trainer_config
+from .evaluation import benchmarks, eval_rows, evaluate
+from .models import model_spec, resolve_model
+from .paths import cache_root, data_root, results_root
+from .results import Run
+from .tasks import get_task
+
+#: the files ``save_pretrained`` writes for a tokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+
+
+# ----------------------------------------------------------------------------------------------------
+# identity
+
+
+def train_data(cfg: RunConfig):
+    """Training prompts: synthetic at the tiny scale, the paper's training set at the real scale."""
+    task = get_task(cfg.task)
+    if cfg.scale == "tiny":
+        return task.synthetic(cfg.train_size, seed=cfg.data_seed, split="train")
+    return task.training_set(data_root())
+
+
+def _rows_digest(rows) -> str:
+    """Content hash of dataset rows; absolute paths (sqlite files) are reduced to their last three parts."""
+    h = hashlib.sha256()
+    for row in rows:
+        row = {k: "/".join(Path(v).parts[-3:]) if k.endswith("_path") else v for k, v in row.items()}
+        h.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def data_version(cfg: RunConfig) -> dict:
+    """What the run trains and is evaluated on, by content: a changed generator or file changes the key."""
+    version = {"train": _rows_digest(train_data(cfg))}
+    for name, bench in benchmarks(cfg).items():
+        version[name] = _rows_digest(bench.data)
+    return version
+
+
+def package_versions() -> dict:
+    import torch
+    import transformers
+    import trl
+
+    return {"mrtpo": __version__, "trl": trl.__version__, "transformers": transformers.__version__,
+            "torch": torch.__version__}
+
+
+def model_identity(cfg: RunConfig) -> dict:
+    """The base policy by content: tiny recipe hash (the cache folder's name) or the checkpoint (id or folder)."""
+    if cfg.scale == "tiny":
+        from .tiny import default_recipe, recipe_hash
+
+        return {"tiny_size": cfg.model, "recipe": recipe_hash(cfg.task, default_recipe(cfg.task, cfg.model), cfg.base_seed)}
+    return {"checkpoint": model_spec(cfg.task, cfg.model).checkpoint}
+
+
+def identity(cfg: RunConfig) -> dict:
+    """Everything the cache key covers: config, base model, data version, package versions."""
+    return {"config": dataclasses.asdict(cfg), "model": model_identity(cfg), "data": data_version(cfg),
+            "packages": package_versions()}
+
+
+def content_hash(ident: dict) -> str:
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_name(cfg: RunConfig, digest: str) -> str:
+    """cleanRL-style folder name, the same every time: ``mrtpo+saw-beta0.5-seed0-1a2b3c4d`` (``beta`` is
+    ``mrtpo_beta``; the committed folders are named so)."""
+    beta = f"-beta{cfg.mrtpo_beta:g}" if cfg.method in TOKEN_LEVEL and cfg.method != "uniform" else ""
+    return f"{cfg.label}{beta}-seed{cfg.seed}-{digest[:8]}"
+
+
+def locate(cfg: RunConfig) -> tuple[dict, str, Path]:
+    """(identity, content hash, run folder) of a config; the folder may not exist yet."""
+    ident = identity(cfg)
+    digest = content_hash(ident)
+    return ident, digest, results_root() / "runs" / cfg.task / cfg.model_label / run_name(cfg, digest)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the run
+
+
+def base_path(cfg: RunConfig) -> Path:
+    """Local folder of the policy a run starts from (``mrtpo.models.resolve_model``)."""
+    return resolve_model(cfg.task, cfg.model, cfg.base_seed)
+
+
+def find(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> Run | None:
+    """The finished run of these arguments, or None; never trains."""
+    folder = locate(resolve(task, method, model, seed, steps, **overrides))[2]
+    return Run(folder) if folder.is_dir() else None
+
+
+def evaluate_base(task: str, model: str = "tiny", **overrides) -> dict:
+    """Evaluation of the untrained base policy (RL step 0) with the same benchmarks and decodings as a run."""
+    cfg = resolve(task, "gdpo", model, **overrides)
+    return evaluate(cfg, base_path(cfg))
+
+
+@contextmanager
+def locked(path: Path):
+    """Exclusive lock on ``path`` (blocks while another process holds it; released if that process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, force: bool = False,
+        **overrides) -> Run:
+    """Train ``method`` on ``task`` with ``model``, evaluate, write the run folder; reuse it when it exists.
+
+    ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``prompts_per_step``, ...) or any
+    other ``MRTPOConfig`` field. ``force`` retrains from scratch and replaces the folder.
+    """
+    cfg = resolve(task, method, model, seed, steps, **overrides)
+    ident, digest, folder = locate(cfg)
+    if folder.is_dir() and not force:
+        return Run(folder)
+    work = cache_root() / "work" / digest
+    with locked(cache_root() / "work" / f"{digest}.lock"):
+        if folder.is_dir() and not force:  # another process finished it while we waited
+            return Run(folder)
+        if force:
+            shutil.rmtree(work, ignore_errors=True)
+        summary = train(cfg, work)
+        _write_folder(cfg, ident, digest, work, summary, folder)
+    return Run(folder, trained=True)
+
+
+def last_checkpoint(output_dir: Path) -> Path | None:
+    """The newest complete checkpoint (trainer_state.json is written last); partial ones are deleted."""
+    found = []
+    for path in output_dir.glob("checkpoint-*"):
+        if (path / "trainer_state.json").exists() and (path / "rng_state.pth").exists():
+            found.append(path)
+        else:  # killed while saving
+            shutil.rmtree(path, ignore_errors=True)
+    return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def train(cfg: RunConfig, work: Path) -> dict:
+    """Train in ``work`` (resuming from its last complete checkpoint), save the final weights there."""
+    from transformers import AutoTokenizer
+
+    from .trainer import MRTPOTrainer
+
+    path = base_path(cfg)
+    task = get_task(cfg.task)
+    out = work / "trainer"
+    resume = last_checkpoint(out)
+    if resume is not None:  # profiles written after that checkpoint are written again when resumed
+        _truncate_profiles(out / "profiles.jsonl", int(resume.name.split("-")[1]))
+    elif out.exists():
+        shutil.rmtree(out)
+    trainer = MRTPOTrainer(
+        model=str(path), processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=task.reward_funcs(),
+        train_dataset=train_data(cfg), args=trainer_config(cfg, out), z_blocks=task.z_blocks,
+    )
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    trainer.save_model(str(work / "final"))
+    trainer.processing_class.save_pretrained(str(work / "final"))
+    return {
+        "weights_sha256": weights_hash(trainer.model),
+        "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
+        "resumed_from_step": int(resume.name.split("-")[1]) if resume else None,
+        "base_model": str(path),
+        "work_dir": str(work),
+        "log_history": trainer.state.log_history,
+    }
+
+
+def weights_hash(model) -> str:
+    """sha256 over every parameter and buffer, in state-dict order."""
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _truncate_profiles(path: Path, step: int) -> None:
+    if path.exists():
+        keep = [line for line in path.open() if json.loads(line)["step"] < step]
+        path.write_text("".join(keep))
+
+
+def copy_tokenizer(model_dir: Path, out: Path) -> None:
+    """Copy a saved model folder's tokenizer files (not the weights) to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (model_dir / name).exists():
+            shutil.copy(model_dir / name, out / name)
+
+
+def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary: dict, folder: Path) -> None:
+    """Evaluate and write every file under a temporary name, then rename: the folder is complete or absent."""
+    import pandas as pd
+
+    log_history = summary.pop("log_history")
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        (tmp / "config.json").write_text(json.dumps({**ident, "hash": digest, "name": folder.name}, indent=2, default=str))
+        metrics = pd.DataFrame([h for h in log_history if "loss" in h])
+        # fixed column order: a resumed run reads its early rows back from trainer_state.json with sorted keys
+        metrics[["step"] + sorted(c for c in metrics.columns if c != "step")].to_csv(tmp / "metrics.csv", index=False)
+        if (work / "trainer" / "profiles.jsonl").exists():
+            shutil.copy(work / "trainer" / "profiles.jsonl", tmp / "profiles.jsonl")
+        copy_tokenizer(work / "final", tmp / "tokenizer")
+        recipe = base_path(cfg) / "mrtpo_recipe.json"  # the tiny base's warm-up mix travels with the run
+        if recipe.exists():
+            shutil.copy(recipe, tmp / "base_recipe.json")
+        results = evaluate(cfg, work / "final")
+        (tmp / "eval.json").write_text(json.dumps(results, indent=2))
+        pd.DataFrame(eval_rows(cfg, folder.name, results)).to_csv(tmp / "eval.csv", index=False)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+        if folder.exists():  # force: replace the old folder only once the new one is complete
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(work / "trainer", ignore_errors=True)  # checkpoints are no longer needed; final/ stays
