@@ -203,3 +203,43 @@ def token_advantages(
         "frac_qbar_zero": float(flat.float().mean()) if flat.numel() else 1.0,
     }
     return adv, stats
+
+
+def mrtpo_advantages(
+    rewards: torch.Tensor,
+    num_generations: int,
+    method: str,
+    local: slice,
+    reward_weights: torch.Tensor | None = None,
+    saw: bool = False,
+    mask: torch.Tensor | None = None,
+    q: torch.Tensor | None = None,
+    beta: float = 0.0,
+    bound: bool = True,
+    generator: torch.Generator | None = None,
+    reduce_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The advantages of one scheme, for this process's slice ``local`` of the global batch.
+
+    rewards (B_global, K). ``grpo``: ``grpo_advantages`` (B,). ``gdpo``: ``gdpo_advantages`` with the reward
+    weights (times ``saw_weights`` when ``saw``) (B,). Token-level schemes (B, T), from the local mask (B, T)
+    and q (B, K|1, T): ``mrtpo``/``joint``: ``token_weights(q, mask, beta)``; ``shuffled``: those weights at
+    random positions (``shuffle_positions`` with ``generator``); ``uniform``: w = 1. Then
+    ``token_advantages`` with GDPO's global batch statistics of S and the bound. Returns (advantages, stats
+    of ``token_advantages``; empty for the response-level schemes).
+    """
+    if method == "grpo":
+        return grpo_advantages(rewards, num_generations)[local], {}
+    if saw:
+        reward_weights = (reward_weights if reward_weights is not None else 1.0) * saw_weights(rewards)
+    A_k, A = gdpo_advantages(rewards, num_generations, reward_weights=reward_weights)
+    if method == "gdpo":
+        return A[local], {}
+    if method == "uniform":
+        w = uniform_weights(mask, rewards.shape[1])
+    else:
+        w = token_weights(q, mask, beta)
+        if method == "shuffled":
+            w = shuffle_positions(w, mask, generator)
+    center, scale = batch_stats(summed_advantage(A_k))
+    return token_advantages(A_k[local], w, mask, bound=bound, scale=scale, center=center, reduce_sum=reduce_sum)

@@ -1,12 +1,14 @@
 """Diagnostics of a policy's relevance profiles, reusable by notebooks and benchmarks.
 
 * ``js_profile``: replay one response under two prompts (with and without Z_k) and return
-  ``q_t = sqrt(JS(p_t^with || p_t^without) / ln 2)`` per response token (``mrtpo.relevance.js_relevance``).
+  ``q_t = sqrt(JS(p_t^with || p_t^without) / ln 2)`` per response token (the trainer's replay, ``mrtpo.replay``).
 * ``token_char_spans``: character span of each response token in the decoded text.
 * ``region_ratio``: mean q over tokens inside a verifier's read region / mean q over tokens outside it.
 * ``region_share``: share of the total shift inside the region, and the region's share of tokens.
 * ``concentration``: fraction of tokens holding ``share`` (0.8) of the total shift (uniform q: 0.8).
 * ``sample``: completions from a policy at a temperature (what RL samples), token ids and text.
+* ``profile_example``: one sampled response's q per reward with the trainer's replay (``mrtpo.replay``).
+* ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from .relevance import concentration as relevance_concentration
 from .relevance import js_relevance
+from .replay import replay_hidden
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
@@ -32,25 +35,15 @@ def prompt_ids(tokenizer, prompt) -> list[int]:
 
 
 @torch.no_grad()
-def response_logits(model, prompts_ids: list[list[int]], response_ids: list[int]) -> torch.Tensor:
-    """Logits (n_prompts, T, V) predicting each response token, for one response after each prompt."""
-    T = len(response_ids)
-    width = max(len(p) for p in prompts_ids) + T
-    pad = model.config.pad_token_id or 0
-    rows, masks = [], []
-    for p in prompts_ids:  # left padding so the response ends every row at the same position
-        ids = p + response_ids
-        rows.append([pad] * (width - len(ids)) + ids)
-        masks.append([0] * (width - len(ids)) + [1] * len(ids))
-    logits = model(input_ids=torch.tensor(rows), attention_mask=torch.tensor(masks)).logits
-    return logits[:, width - T - 1 : width - 1].float()
-
-
 def js_profile(model, tokenizer, prompt_with, prompt_without, response_ids: list[int], temperature: float = 1.0):
-    """Per-token relevance ``q_t`` (T,) of ``response_ids`` between the two prompts, in [0, 1]."""
-    logits = response_logits(model, [prompt_ids(tokenizer, prompt_with), prompt_ids(tokenizer, prompt_without)],
-                             list(response_ids))
-    return js_relevance(logits[0], logits[1], temperature=temperature)
+    """Per-token relevance ``q_t`` (T,) of ``response_ids`` between the two prompts, in [0, 1], with the
+    trainer's replay (``mrtpo.replay.replay_hidden`` and ``js_relevance``)."""
+    ids = torch.tensor(list(response_ids))
+    h = replay_hidden(model, [prompt_ids(tokenizer, prompt_with), prompt_ids(tokenizer, prompt_without)], [ids, ids],
+                      tokenizer.pad_token_id, batch_size=2)
+    head = model.get_output_embeddings()
+    return js_relevance(h[:1], h[1:], torch.ones(1, len(ids)), lm_head=head.weight, lm_head_bias=head.bias,
+                        temperature=temperature)[0]
 
 
 def in_region(token_spans: list[tuple[int, int]], region_spans: list[tuple[int, int]]) -> list[bool]:
@@ -144,23 +137,29 @@ def sample(model, tokenizer, prompts: list, n: int = 1, temperature: float = 1.0
 
 def profile_example(model, tokenizer, task, example: dict, z_blocks=None, temperature: float = 1.0, seed: int = 0,
                     max_new_tokens: int = 96) -> dict:
-    """Sample one response to ``example`` and replay it leave-one-out for every reward with a Z block.
+    """Sample one response to ``example`` and replay it leave-one-out for every reward with a Z block, with the
+    trainer's replay (``mrtpo.replay.relevance``): the heat maps show the q that training uses.
 
     ``z_blocks`` defaults to ``task.z_blocks`` (pass your own formulation, same signature). Returns
     ``{"text", "tokens", "q": {reward: [q_t]}, "regions": {reward: [token indices its verifier reads]}}``.
     """
-    from .contexts import build_contexts
+    from .replay import relevance
 
     ids, text = sample(model, tokenizer, [example["prompt"]], n=1, temperature=temperature, seed=seed,
                        max_new_tokens=max_new_tokens)[0][0]
     columns = {k: [v] for k, v in example.items() if k != "prompt"}
     blocks = (z_blocks or task.z_blocks)(prompts=[example["prompt"]], completions=[text], **columns)[0]
-    ctx = build_contexts(example["prompt"], blocks)
+    names = list(blocks)
     spans = token_char_spans(tokenizer, ids)
     regions = task.check_regions(text, example)
+    q = torch.zeros(len(names), len(ids))
+    if ids and names:
+        q = relevance(model, lambda prompts: [prompt_ids(tokenizer, p) for p in prompts], tokenizer.pad_token_id,
+                      [example["prompt"]], [blocks], torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long),
+                      torch.ones(1, len(names), dtype=torch.bool), names, temperature=temperature)[0][0]
     return {
         "text": text,
         "tokens": [tokenizer.decode([i]) for i in ids],
-        "q": {name: js_profile(model, tokenizer, ctx.all, ctx.minus[name], ids, temperature).tolist() for name in blocks},
+        "q": {name: q[k].tolist() for k, name in enumerate(names)},
         "regions": {name: [i for i, inside in enumerate(in_region(spans, regions.get(name, []))) if inside] for name in blocks},
     }

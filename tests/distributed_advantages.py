@@ -8,6 +8,7 @@ import torch
 from datasets import Dataset
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
+from mrtpo.trainer import Scored
 
 policy, out_path = sys.argv[1], sys.argv[2]
 g = torch.Generator().manual_seed(11)
@@ -27,7 +28,7 @@ trainer = MRTPOTrainer(model=policy, reward_funcs=[reward] * K, train_dataset=da
 world, rank = trainer.accelerator.num_processes, trainer.accelerator.process_index
 local = slice(rank * B // world, (rank + 1) * B // world)
 n = local.stop - local.start
-trainer._scored = ([{"prompt": "x"}] * n, ["x"] * n, ["y"] * n, [[0]] * n, rewards)
+trainer._scored = Scored([{"prompt": "x"}] * n, ["x"] * n, ["y"] * n, [[0]] * n, rewards)
 trainer._relevance = lambda out, need, joint: q[local]
 adv = trainer._advantages({"completion_mask": mask[local], "completion_ids": torch.zeros(n, T, dtype=torch.long)})
 full = trainer.accelerator.gather(adv)

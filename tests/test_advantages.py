@@ -187,3 +187,40 @@ def test_saw_weights():
     w = saw_weights(rewards)
     assert w[0] == 0 and w[1] == pytest.approx(2.0)
     assert torch.equal(saw_weights(torch.ones(4, 3)), torch.ones(3))
+
+
+@pytest.mark.parametrize("method", ["grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform"])
+@pytest.mark.parametrize("saw", [False, True])
+def test_mrtpo_advantages_composes_the_schemes(method, saw):
+    """The one composition the trainer calls equals the schemes written out from their parts, on a local slice."""
+    from mrtpo.advantages import mrtpo_advantages
+
+    g = torch.Generator().manual_seed(5)
+    G, B, T = 4, 16, 7
+    rewards = torch.randint(0, 2, (B, 3), generator=g).float()
+    rewards[2, 1] = float("nan")
+    mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
+    q = torch.rand(B, 3 if method != "joint" else 1, T, generator=g)
+    local = slice(G, 3 * G)
+    weights = torch.tensor([1.0, 0.5, 2.0])[: rewards.shape[1]]
+    got, stats = mrtpo_advantages(rewards, G, method, local, reward_weights=weights, saw=saw, mask=mask[local],
+                                  q=q[local], beta=0.6, generator=torch.Generator().manual_seed(3))
+    if method == "grpo":
+        assert torch.equal(got, grpo_advantages(rewards, G)[local]) and stats == {}
+        return
+    w_r = weights * saw_weights(rewards) if saw else weights
+    A_k, A = gdpo_advantages(rewards, G, reward_weights=w_r)
+    if method == "gdpo":
+        assert torch.equal(got, A[local]) and stats == {}
+        return
+    if method == "uniform":
+        w = uniform_weights(mask[local], rewards.shape[1])
+    else:
+        w = token_weights(q[local], mask[local], 0.6)
+        if method == "shuffled":
+            w = shuffle_positions(w, mask[local], torch.Generator().manual_seed(3))
+    from mrtpo.advantages import batch_stats, summed_advantage
+
+    center, scale = batch_stats(summed_advantage(A_k))
+    want, want_stats = token_advantages(A_k[local], w, mask[local], scale=scale, center=center)
+    assert torch.equal(got, want) and stats == want_stats

@@ -122,3 +122,26 @@ def test_z_block_builder_that_raises_never_crashes_a_step(smoke_policy, tmp_path
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert sum(h.get("mrtpo/z_block_errors", 0) for h in logs) > 0
     assert all(math.isfinite(h["loss"]) for h in logs) and trainer.replay_forwards > 0
+
+
+def test_nonfinite_micro_batch_keeps_the_other_micro_batches_gradient(smoke_policy, tmp_path):
+    """Under gradient accumulation, a micro-batch with NaN logits adds nothing, and the step still trains on the
+    finite micro-batch (a zero_grad would have wiped its gradient too: the weights would not move)."""
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1, learning_rate=1e-2, weight_decay=0.0,
+                           gradient_accumulation_steps=2)
+    calls = []
+
+    def every_second_training_forward(mod, inp, out):
+        if not torch.is_grad_enabled():
+            return out
+        calls.append(1)
+        return out * float("nan") if len(calls) % 2 == 0 else out
+
+    trainer.model.get_decoder().norm.register_forward_hook(every_second_training_forward)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    assert len(calls) == 2
+    (log,) = [h for h in trainer.state.log_history if "loss" in h]
+    assert log["mrtpo/skipped_nonfinite"] == 0.5 and math.isfinite(log["loss"])
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))

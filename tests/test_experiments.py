@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import torch
 
-from mrtpo import config, evaluation, results
+from mrtpo import config
 from mrtpo import runs as E
+from mrtpo.results import Run, runs_table
 from mrtpo.cli import main
 from mrtpo.models import ModelNotAvailable
 
@@ -115,7 +116,7 @@ def reference(dirs):
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
-    return [out for out, _ in outs], results.Run(next((results / "runs" / "sql" / "smoke").iterdir()))
+    return [out for out, _ in outs], Run(next((results / "runs" / "sql" / "smoke").iterdir()))
 
 
 def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch):
@@ -145,7 +146,7 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     table = pd.read_csv(first.path / "eval.csv")
     assert set(table["benchmark"]) == {"synthetic_test", "synthetic_hide_value"}
     assert set(table["decoding"]) == {"temp1", "greedy"} and (table["run"] == first.path.name).all()
-    assert results.runs_table()["path"].tolist() == [str(first.path)]
+    assert runs_table()["path"].tolist() == [str(first.path)]
     # any setting that changes the result changes the folder
     other = E.locate(E.resolve("sql", "mrtpo", seed=3, **(SMOKE | {"mrtpo_beta": 0.25})))[2]
     assert other != first.path and "beta0.25" in other.name
@@ -185,7 +186,7 @@ def test_kill_and_resume_gives_identical_results(dirs, reference):
     rerun = cli("train", "--task", "sql", "--method", "mrtpo", "--seed", "3", *CLI_SMOKE, results=results)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert verdict(rerun.stdout).startswith("trained")
-    resumed = results.Run(Path(verdict(rerun.stdout).split()[1]))
+    resumed = Run(Path(verdict(rerun.stdout).split()[1]))
     assert resumed.summary["resumed_from_step"] in (1, 2, 3)
     assert resumed.summary["weights_sha256"] == uninterrupted.summary["weights_sha256"]
     pd.testing.assert_frame_equal(comparable(resumed.metrics), comparable(uninterrupted.metrics))

@@ -1,6 +1,7 @@
 """MRTPOTrainer on a smoke-size policy: every variant trains, uniform == gdpo, the replay is exact and sparse."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import torch
 from datasets import Dataset
 
 from mrtpo import METHODS, MRTPOConfig, MRTPOTrainer
+from mrtpo.trainer import Scored
 from mrtpo.contexts import build_contexts
 from mrtpo.relevance import js_relevance
 
@@ -68,7 +70,12 @@ def test_every_variant_trains(smoke_policy, tmp_path, advantage):
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo", "bnpo", "cispo", "sapo"])
 def test_token_advantages_run_with_every_loss_type(smoke_policy, tmp_path, loss_type):
-    make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1, loss_type=loss_type).train()
+    trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1, loss_type=loss_type)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    (log,) = [h for h in trainer.state.log_history if "loss" in h]
+    assert math.isfinite(log["loss"]) and 0 < log["mrtpo/s"] <= 1  # token-level advantages reached the loss
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))  # and it trained
 
 
 def test_uniform_trains_exactly_as_gdpo(smoke_policy, tmp_path):
@@ -148,7 +155,7 @@ def test_resume_continues_beta_schedule(smoke_policy, tmp_path):
     first.train()
     resumed = make_trainer(smoke_policy, tmp_path / "resumed", "mrtpo", steps=4, **kwargs)
     resumed.train(resume_from_checkpoint=True)
-    betas = lambda t: [h["mrtpo/beta"] for h in t.state.log_history if "mrtpo/beta" in h]  # noqa: E731
+    betas = lambda t: [h["mrtpo/beta_t"] for h in t.state.log_history if "mrtpo/beta_t" in h]  # noqa: E731
     assert betas(full) == [0.0, pytest.approx(0.078125), pytest.approx(0.25), pytest.approx(0.421875)]
     assert betas(resumed)[-2:] == betas(full)[-2:]
 
@@ -226,7 +233,7 @@ def test_relevance_peaks_where_the_left_out_block_can_reach(smoke_policy, tmp_pa
     prompt = [{"role": "user", "content": "Which city ?"}]
     completion = tok("SELECT name FROM city WHERE pop > 5", add_special_tokens=False)["input_ids"]
     T = len(completion)
-    trainer._scored = ([{"prompt": prompt}], [prompt], ["x"], [completion], None)
+    trainer._scored = Scored([{"prompt": prompt}], [prompt], ["x"], [completion], None)
     out = {"completion_ids": torch.tensor([completion]), "completion_mask": torch.ones(1, T, dtype=torch.long)}
     q = trainer._relevance(out, torch.ones(1, 2, dtype=torch.bool), joint=False)[0]
 

@@ -1,0 +1,122 @@
+"""The leave-one-out replay (PAPER.md §3): one response under P_all and under P_minus[k], the JS profile q.
+
+Used by the trainer (every step) and by the diagnostics (``diagnostics.profile_example``, the playground's
+heat maps), so that a heat map shows exactly the q that training uses:
+
+* ``safe_z_blocks``: the Z blocks of every response; a builder that raises never crashes a step;
+* ``replay_hidden``: final hidden states predicting each completion token after each prompt;
+* ``relevance``: q (B, K, T) — or (B, 1, T) for the joint replay — for the (response, reward) pairs that need it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import torch
+
+from .contexts import build_contexts
+from .relevance import js_relevance
+
+logger = logging.getLogger(__name__)
+#: prompts (chat messages or strings) -> token ids, exactly as the trainer tokenises training prompts
+PromptIds = Callable[[list], list[list[int]]]
+
+
+def safe_z_blocks(builder, inputs: list[dict], prompts: list, completions: list, completion_ids) -> tuple[list[dict], int | None]:
+    """(Z blocks of every response, number of responses the builder failed on, or None when the batch call
+    succeeded). A builder that raises (strange text, a broken user formulation) is retried one response at a
+    time; the responses it fails on get no blocks (uniform weights)."""
+    columns = {key: [x[key] for x in inputs] for key in inputs[0] if key not in ("prompt", "completion", "completion_ids")}
+    try:
+        return builder(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns), None
+    except Exception:  # retry one response at a time to keep every response the builder can handle
+        blocks = []
+        for j in range(len(prompts)):
+            try:
+                blocks += builder(prompts=prompts[j : j + 1], completions=completions[j : j + 1],
+                                  completion_ids=completion_ids[j : j + 1],
+                                  **{key: values[j : j + 1] for key, values in columns.items()})
+            except Exception as exc:
+                logger.warning("z_blocks failed on response %d (%s: %s); it is not replayed", j, type(exc).__name__, exc)
+                blocks.append({})
+        return blocks, sum(1 for b in blocks if not b)
+
+
+def replay_hidden(model, prompt_ids: list[list[int]], completion_ids: list[torch.Tensor], pad_id: int,
+                  batch_size: int) -> torch.Tensor:
+    """Final hidden states (N, T, H) that predict each completion token, for prompt ⊕ completion.
+
+    Prompts are left-padded and followed by the (right-padded) completion ids; only the decoder runs, the
+    lm_head is applied later in chunks (``js_relevance``).
+    """
+    device = completion_ids[0].device
+    P = max(len(p) for p in prompt_ids)
+    T = completion_ids[0].shape[0]
+    ids = torch.full((len(prompt_ids), P + T), pad_id, dtype=torch.long, device=device)
+    attn = torch.zeros_like(ids)
+    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+        ids[i, P - len(p) : P] = torch.tensor(p, device=device)
+        attn[i, P - len(p) : P] = 1
+        ids[i, P:] = c
+        attn[i, P:] = 1
+    hidden = []
+    for start in range(0, len(prompt_ids), batch_size):
+        sl = slice(start, start + batch_size)
+        h = model.get_decoder()(input_ids=ids[sl], attention_mask=attn[sl]).last_hidden_state
+        hidden.append(h[:, P - 1 : P + T - 1])
+    return torch.cat(hidden)
+
+
+@torch.no_grad()
+def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, blocks: list[dict[str, str]],
+              completion_ids: torch.Tensor, completion_mask: torch.Tensor, need: torch.Tensor, reward_names: list[str],
+              joint: bool = False, temperature: float = 1.0, batch_size: int = 16,
+              chunk_tokens: int = 1024) -> tuple[torch.Tensor, int]:
+    """(q, sequences replayed): q (B, K, T), or (B, 1, T) for the joint replay, from leave-one-out replays.
+
+    Per response j: P_all once, plus P_minus[k] for each reward k with ``need[j, k]`` and a Z block (joint:
+    P_none once). ``q_t = sqrt(JS(p_t^all || p_t^cmp) / ln 2)`` at ``temperature``; rows of the whole batch
+    are stacked and run ``batch_size`` at a time. Non-finite logits give q = 0 (uniform weights).
+    """
+    B, T = completion_ids.shape
+    K = need.shape[1]
+    q = torch.zeros(B, 1 if joint else K, T, device=completion_ids.device)
+    ref_prompts, ref_rows = [], []  # P_all, one per replayed response
+    cmp_prompts, cmp_rows = [], []  # (response j, profile index k, index of j's P_all row)
+    for j in range(B):
+        wanted = [k for k in range(K) if need[j, k] and reward_names[k] in blocks[j]]
+        if joint and need[j].any() and blocks[j]:
+            wanted = [0]
+        if not wanted:
+            continue
+        ctx = build_contexts(prompts[j], blocks[j])
+        ref_rows.append(j)
+        ref_prompts.append(ctx.all)
+        for k in wanted:
+            cmp_prompts.append(ctx.none if joint else ctx.minus[reward_names[k]])
+            cmp_rows.append((j, k, len(ref_rows) - 1))
+    if not cmp_rows:
+        return q, 0
+    was_training = model.training
+    model.eval()
+    try:
+        h_ref = replay_hidden(model, prompt_ids_of(ref_prompts), [completion_ids[j] for j in ref_rows], pad_id, batch_size)
+        forwards = len(ref_prompts)
+        head = model.get_output_embeddings()
+        for start in range(0, len(cmp_rows), batch_size):
+            rows = cmp_rows[start : start + batch_size]
+            h_cmp = replay_hidden(model, prompt_ids_of(cmp_prompts[start : start + batch_size]),
+                                  [completion_ids[j] for j, _, _ in rows], pad_id, batch_size)
+            forwards += len(rows)
+            js = js_relevance(
+                h_ref[[r for _, _, r in rows]], h_cmp, completion_mask[[j for j, _, _ in rows]], lm_head=head.weight,
+                lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
+            )
+            for i, (j, k, _) in enumerate(rows):
+                q[j, k] = js[i]
+        # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
+        q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
+    finally:
+        model.train(was_training)
+    return q, forwards
