@@ -1,0 +1,30 @@
+"""A fourth task registers itself in one file (``toy_task.py``) and one ``TASKS`` entry, and the runner builds
+its tiny base, trains, evaluates and renders it without any other module knowing it."""
+
+import pandas as pd
+import pytest
+
+from mrtpo import report
+from mrtpo.tasks import TASKS
+
+@pytest.fixture
+def toy(monkeypatch, tmp_path):
+    monkeypatch.setitem(TASKS, "repeat", "toy_task:RepeatWord")
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
+    return tmp_path
+
+
+def test_a_fourth_task_trains_evaluates_and_renders(toy):
+    from mrtpo import runs
+
+    run = runs.run("repeat", "mrtpo", model="smoke")  # the smoke size: a seconds-to-build base, 2 steps
+    assert run.trained and run.path.parent == toy / "results" / "runs" / "repeat" / "smoke"
+    assert set(run.eval) == {"synthetic_test", "synthetic_hide_value"}
+    assert set(run.eval["synthetic_test"]["temp1"]) == {"format", "match"}
+    assert run.base_recipe["recipe"]["noise"] == [{"kind": "tag", "p": 0.2, "gate": ["format"]}]
+    assert {"mrtpo/s", "mrtpo/match/frac_groups_nonzero_std"} <= set(run.metrics.columns)
+    table, evals, fig = report.main_table("repeat", "smoke", seeds=[0], methods=("gdpo", "mrtpo"))
+    assert list(table["method"]) == ["gdpo", "mrtpo"] and table["temp1_mean"].between(0, 1).all()
+    assert isinstance(report.localisation(run), pd.DataFrame)
+    assert report.check_model("repeat", "smoke")["data"] == "synthetic words to repeat"
