@@ -282,18 +282,28 @@ TRICKY = [
 
 
 def _run_everything(task, text):
+    """Every reward and the check regions on ``text``: bounded time, valid values, and no checker raised (a
+    raising checker scores 0 without crashing, so the value alone would not show it: its count is logged)."""
+    logged = {}
     for f in task.reward_funcs():
         start = time.perf_counter()
-        value = f([[]], [text], None, **COLUMNS)[0]
+        value = f([[]], [text], None, log_metric=logged.__setitem__, **COLUMNS)[0]
         assert time.perf_counter() - start < SLOW_CALL_S, f.__name__
         assert value in (0.0, 1.0)
+        assert logged[f"{f.__name__}/checker_errors"] == 0.0, f.__name__
     start = time.perf_counter()
     regions = task.check_regions(text, {})
     assert time.perf_counter() - start < SLOW_CALL_S
     assert all(0 <= a <= b <= len(text) for spans in regions.values() for a, b in spans)
 
 
-@pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
+#: inputs on which a checker still raises (counted as checker errors, scored 0): deeply nested JSON makes the
+#: call parser hit Python's recursion limit. Strict: the mark fails the test once the parser is fixed.
+PARSER_RECURSION = pytest.mark.xfail(strict=True, reason="parse_calls: RecursionError on deeply nested JSON")
+
+
+@pytest.mark.parametrize("text", [pytest.param(t, marks=PARSER_RECURSION) if i in (3, 4, 5) else t
+                                  for i, t in enumerate(TRICKY)], ids=range(len(TRICKY)))
 def test_tricky_inputs_never_raise(task, text):
     _run_everything(task, text)
 

@@ -481,7 +481,10 @@ class ToolCalling(Task):
             return float(format_ok(text))
 
         def correctness_score(text: str, example: dict) -> float:
-            calls = parse_calls(text)
+            try:
+                calls = parse_calls(text)
+            except ValueError:  # no or malformed call: a wrong answer, not a checker error
+                return 0.0
             verdict = check_calls(calls, json.loads(example["functions"]), json.loads(example["ground_truth"]), example["category"])
             return float(bool(verdict.get("valid")))
 
