@@ -12,7 +12,7 @@ def __getattr__(name):  # import the trainer (and TRL) only when asked for
 
         return getattr(trainer, name)
     if name == "METHODS":
-        from .config import METHODS
+        from .advantages import METHODS
 
         return METHODS
     raise AttributeError(name)

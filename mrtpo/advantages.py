@@ -12,6 +12,11 @@ from typing import Callable
 import torch
 
 EPS = 1e-4
+#: the advantage schemes (``mrtpo_advantages``); the token-level ones share MRTPO's machinery, the replaying
+#: ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo)
+METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform")
+TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
+REPLAYING = ("mrtpo", "joint", "shuffled")
 
 
 def nanstd(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:

@@ -34,7 +34,7 @@ def _value(text: str):
 
 
 def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
-    from .config import METHODS
+    from .advantages import METHODS
     from .models import model_names
     from .tasks import TASKS
 

@@ -1,8 +1,9 @@
-"""What a run is: the one list of advantage schemes and ``RunConfig``, resolved and validated without TRL.
+"""What a run is: ``RunConfig``, resolved and validated without TRL.
 
 ``resolve(task, method, model="tiny", seed=0, steps=None, **overrides)`` fills every field (hyperparameters
 from the model registry, ``mrtpo.models``; runner settings from the dataclass below) and fails before any work
-with a message naming the valid values. ``trainer_config`` turns a RunConfig into the trainer's MRTPOConfig.
+with a message naming the valid values (the methods: ``mrtpo.advantages.METHODS``). TRL is imported only to
+validate pass-through overrides against ``MRTPOConfig``'s fields.
 """
 
 from __future__ import annotations
@@ -11,13 +12,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .advantages import METHODS
 from .models import TINY_SIZES, is_local_path, model_names, model_spec, resolve_model
 from .tasks import TASKS
 
-#: advantage schemes; the token-level ones share MRTPO's machinery, the replaying ones run leave-one-out replays
-METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform")
-TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
-REPLAYING = ("mrtpo", "joint", "shuffled")
 #: run settings of the "smoke" size (seconds per run: what the test suite renders the book with); overrides win
 SMOKE_RUN = dict(steps=2, prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4,
                  eval_samples=1, train_size=16, save_steps=1)
@@ -134,21 +132,3 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
     if cfg.scale == "real":
         resolve_model(task, model)  # ModelNotAvailable, with where it looked and how to provide it
     return cfg
-
-
-def trainer_config(cfg: RunConfig, output_dir: Path):
-    """The MRTPOConfig of a run; CPU when no GPU is visible (then fp32, no gradient checkpointing)."""
-    import torch
-
-    from .trainer import MRTPOConfig
-
-    gpu = torch.cuda.is_available()
-    return MRTPOConfig(
-        output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, mrtpo_beta=cfg.mrtpo_beta,
-        beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
-        max_steps=cfg.steps, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-        num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
-        temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu, full_determinism=cfg.deterministic,
-        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **cfg.trainer_args,
-    )

@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
-from .config import TOKEN_LEVEL, RunConfig, resolve, trainer_config
+from .advantages import TOKEN_LEVEL
+from .config import RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
 from .models import model_spec, resolve_model
 from .paths import cache_root, data_root, results_root
@@ -83,7 +84,7 @@ def model_identity(cfg: RunConfig) -> dict:
     if cfg.scale == "tiny":
         from .tiny import default_recipe, recipe_hash
 
-        return {"tiny_size": cfg.model, "recipe": recipe_hash(cfg.task, default_recipe(cfg.task, cfg.model), cfg.base_seed)}
+        return {"tiny_size": cfg.model, "recipe": recipe_hash(cfg.task, default_recipe(get_task(cfg.task), cfg.model), cfg.base_seed)}
     return {"checkpoint": model_spec(cfg.task, cfg.model).checkpoint}
 
 
@@ -175,6 +176,24 @@ def last_checkpoint(output_dir: Path) -> Path | None:
         else:  # killed while saving
             shutil.rmtree(path, ignore_errors=True)
     return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def trainer_config(cfg: RunConfig, output_dir: Path):
+    """The MRTPOConfig of a run; CPU when no GPU is visible (then fp32, no gradient checkpointing)."""
+    import torch
+
+    from .trainer import MRTPOConfig
+
+    gpu = torch.cuda.is_available()
+    return MRTPOConfig(
+        output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, mrtpo_beta=cfg.mrtpo_beta,
+        beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
+        max_steps=cfg.steps, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
+        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu, full_determinism=cfg.deterministic,
+        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **cfg.trainer_args,
+    )
 
 
 def train(cfg: RunConfig, work: Path) -> dict:

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from .paths import cache_root
-from .tasks.base import Noise
+from .tasks import get_task
+from .tasks.base import Noise, Task
 from .tasks.warmup import _random_like, _sub_value, answer_values
 from .tokenizer import build_tokenizer
 
@@ -80,12 +81,9 @@ class Recipe:
     max_len: int = 384
 
 
-def default_recipe(task_name: str, size: str = "tiny") -> Recipe:
-    """The recipe each task's tiny base is built with (``size="smoke"``: seconds, for tests): the task's
+def default_recipe(task: Task, size: str = "tiny") -> Recipe:
+    """The recipe a task's tiny base is built with (``size="smoke"``: seconds, for tests): the task's
     warm-up noise (``Task.warmup_noise``) and sequence length (``Task.warmup_max_len``)."""
-    from .tasks import get_task
-
-    task = get_task(task_name)
     noise, max_len = task.warmup_noise, task.warmup_max_len or Recipe.max_len
     if size == "smoke":
         return Recipe(size="smoke", steps=12, batch=8, n_train=48, warmup_steps=2, noise=noise, lr=3e-3, max_len=max_len)
@@ -178,14 +176,15 @@ def recipe_hash(task_name: str, recipe: Recipe, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
-def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None, force: bool = False) -> Path:
-    """Path of the tiny base for ``task`` (``sql``, ``if``, ``tool``), built and cached when absent.
+def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None, force: bool = False) -> Path:
+    """Path of the tiny base for the task ``task_name`` (a key of ``mrtpo.tasks.TASKS``), built and cached when absent.
 
     Cache: ``$MRTPO_CACHE/models/<task>-<size>-<seed>-<recipe hash>/`` (default ``~/.cache/mrtpo``), holding
     ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats).
     """
+    task = get_task(task_name)
     recipe = recipe or default_recipe(task, size)
-    path = cache_root() / "models" / f"{task}-{recipe.size}-{seed}-{recipe_hash(task, recipe, seed)}"
+    path = cache_root() / "models" / f"{task_name}-{recipe.size}-{seed}-{recipe_hash(task_name, recipe, seed)}"
     if force and path.exists():
         shutil.rmtree(path)
     if not (path / "mrtpo_recipe.json").exists():
@@ -197,16 +196,13 @@ def tiny_base(task: str, size: str = "tiny", seed: int = 0, recipe: Recipe | Non
     return path
 
 
-def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int = 25) -> dict:
+def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25) -> dict:
     """Train the tokenizer and the policy for one tiny base and save them to ``out``."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from .tasks import get_task
-
     t0 = time.time()
     torch.set_num_threads(BUILD_THREADS)
-    task = get_task(task_name)
     words = pseudo_words(400, seed)
     examples = make_examples(task, recipe, seed, words)
 
@@ -233,7 +229,7 @@ def build(task_name: str, recipe: Recipe, seed: int, out: Path, log_every: int =
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     meta = {
-        "task": task_name,
+        "task": task.name,
         "seed": seed,
         "build_version": BUILD_VERSION,
         "recipe": dataclasses.asdict(recipe),

@@ -17,8 +17,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from .advantages import beta_at, mrtpo_advantages, replay_needed
-from .config import METHODS, REPLAYING
+from .advantages import METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed
 from .relevance import concentration
 from .replay import relevance, safe_z_blocks
 

@@ -37,6 +37,7 @@ def test_committed_runs_exist():
     ("sql", "smoke", "37477f07f0"), ("if", "smoke", "1c7f343a19"), ("tool", "smoke", "51f56cbb01"),
 ])
 def test_default_recipe_hashes(task, size, expected):
+    from mrtpo.tasks import get_task
     from mrtpo.tiny import default_recipe, recipe_hash
 
-    assert recipe_hash(task, default_recipe(task, size), 0) == expected
+    assert recipe_hash(task, default_recipe(get_task(task), size), 0) == expected
