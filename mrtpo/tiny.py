@@ -37,7 +37,7 @@ from typing import Any
 from .paths import cache_root
 from .tasks import get_task
 from .tasks.base import Noise, Task
-from .tasks.warmup import _random_like, _sub_value, answer_values
+from .tasks.warmup import answer_values, random_like, sub_value
 from .tokenizer import build_tokenizer
 
 #: bump when the build procedure changes in a way the recipe does not capture (invalidates caches)
@@ -151,11 +151,11 @@ def randomise_values(ex: WarmupExample, rng: random.Random, words: list[str]) ->
         return ex
     prompt, response, z = [dict(m) for m in ex.prompt], ex.response, dict(ex.z)
     for v in values:
-        new = _random_like(v, rng, words)
+        new = random_like(v, rng, words)
         for m in prompt:
-            m["content"] = _sub_value(m["content"], v, new)
-        response = _sub_value(response, v, new)
-        z = {k: _sub_value(t, v, new) for k, t in z.items()}
+            m["content"] = sub_value(m["content"], v, new)
+        response = sub_value(response, v, new)
+        z = {k: sub_value(t, v, new) for k, t in z.items()}
     return WarmupExample(prompt, response, z, "random_values", ex.labels)
 
 

@@ -179,3 +179,19 @@ def test_js_profile_is_zero_for_identical_prompts(smoke_builds):
         assert q.shape == (len(ids),) and q.abs().max() < 1e-3
         other = [{"role": "user", "content": "How many people live in Oslo? Reference SQL: SELECT 1"}]
         assert D.js_profile(model, tok, prompt, other, ids).max() > 0
+
+
+def test_a_local_folder_is_a_model_for_the_runner(smoke_builds, tmp_path, monkeypatch):
+    """A folder of weights is resolved as given, takes the task's paper-scale hyperparameters, and names its
+    run folders by its last part (the error message tells users to pass one)."""
+    from mrtpo import runs
+
+    monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path))
+    folder = str(smoke_builds[0])
+    cfg = runs.resolve("sql", "gdpo", model=folder)
+    assert cfg.scale == "real" and cfg.steps == model_spec("sql", "7b").steps
+    assert runs.base_path(cfg) == smoke_builds[0]
+    assert runs.model_identity(cfg) == {"checkpoint": folder}
+    assert runs.run_name(cfg, "0" * 64).startswith("gdpo-seed0-")
+    with pytest.raises(ModelNotAvailable, match="no model weights"):
+        runs.resolve("sql", "gdpo", model=str(tmp_path))

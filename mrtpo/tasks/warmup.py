@@ -40,11 +40,11 @@ def answer_values(response: str, visible: str) -> list[str]:
     return found
 
 
-def _sub_value(text: str, old: str, new: str) -> str:
+def sub_value(text: str, old: str, new: str) -> str:
     return re.sub(r"(?<![\w])" + re.escape(old) + r"(?![\w])", lambda _: new, text)
 
 
-def _random_like(v: str, rng: random.Random, words: list[str]) -> str:
+def random_like(v: str, rng: random.Random, words: list[str]) -> str:
     if v.isdigit():
         return str(rng.randint(10 ** (len(v) - 1), 10 ** len(v) - 1))
     return rng.choice(words)
@@ -66,7 +66,7 @@ def apply_noise(response: str, kind: str, rng: random.Random, words: list[str]) 
         if not vals:
             return response
         v = rng.choice(vals)
-        return head + _sub_value(answer, v, _random_like(v, rng, words))
+        return head + sub_value(answer, v, random_like(v, rng, words))
     if kind == "structure":
         present = [(a, b) for a, b in SQL_SWAPS if a in answer]
         if not present:
