@@ -129,8 +129,8 @@ def test_cache_is_bounded_in_bytes(db):
 
 def test_rows_bytes():
     assert rows_bytes([]) == 0
-    assert rows_bytes([(1, None, 2.5)]) == 56 + 24 + 3 * 32
-    assert rows_bytes([("abc", b"\x00" * 10)]) == 56 + 16 + 49 + 3 + 33 + 10
+    assert rows_bytes([(1, None, 2.5)]) == 56 + 3 * 40
+    assert rows_bytes([("abc", b"\x00" * 10), (7, "é")]) == 56 + 2 * 40 + 3 + 10 + 56 + 2 * 40 + 1
 
 
 def test_worker_is_reused_and_closed(executor, db):
