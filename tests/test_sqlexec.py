@@ -142,3 +142,24 @@ def test_worker_is_reused_and_closed(executor, db):
     executor.close()
     assert proc.poll() is not None
     assert executor.run(db, "SELECT 2").rows == ((2,),)  # a closed executor starts a new worker when used
+
+
+def test_interrupted_query_does_not_answer_the_next_one(db):
+    """Ctrl-C (or an alarm) while waiting for the worker stops it: its late reply cannot answer the next query."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    ex = SQLExecutor(timeout_s=5.0, cache_size=0)
+    ex.run(db, "SELECT 1")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            ex.run(db, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100000000) SELECT count(*) FROM r")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert ex.run(db, "SELECT 7").rows == ((7,),)
+    ex.close()

@@ -50,7 +50,7 @@ DEFAULT_MAX_MEMORY = 256 * 2**20
 #: estimated size (``rows_bytes``) above which a result is an error; Spider dev's largest gold result is 3.8 MB
 DEFAULT_MAX_RESULT_BYTES = 32 * 2**20
 #: seconds the parent waits past the budget before killing the worker (the progress handler usually wins)
-KILL_GRACE_S = 0.5
+KILL_GRACE_S = 0.25
 
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 #: functions that touch files, load code or were used in past SQLite exploits
@@ -236,6 +236,9 @@ class _Worker:
             if code == -signal.SIGXCPU:
                 return f"timeout: query used more than {request[2]:g} s of CPU"
             return f"sandbox worker died ({signal.Signals(-code).name if code < 0 else f'exit {code}'})"
+        except BaseException:  # KeyboardInterrupt, an alarm: its late reply would answer the next request
+            self.stop()
+            raise
 
     @property
     def alive(self) -> bool:
