@@ -233,7 +233,8 @@ def edit_tool_call(rng: random.Random, response: str) -> str:
         if call is None or op == 0:
             calls = rng.choice([calls, [calls], {"calls": calls}, [calls, calls], None])
         elif op == 1:
-            call["name"] = rng.choice(["", call.get("name", "") + "_x", (call.get("name") or "f").upper(), 5, None])
+            name = str(call.get("name"))
+            call["name"] = rng.choice(["", name + "_x", name.upper(), 5, None])
         elif op == 2 and isinstance(call.get("arguments"), dict) and call["arguments"]:
             call["arguments"][rng.choice(list(call["arguments"]))] = rng.choice(values)
         elif op == 3 and isinstance(call.get("arguments"), dict):
