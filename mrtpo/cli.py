@@ -152,11 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     from .config import BadRequest
+    from .manifest import ResultsNotWritable, RunFolderAltered
     from .models import ModelNotAvailable
 
     try:
         args.func(args)
-    except (BadRequest, ModelNotAvailable) as exc:  # bad input: one clear message, no stack trace
+    except (BadRequest, ModelNotAvailable, ResultsNotWritable, RunFolderAltered) as exc:  # one clear message, no stack trace
         sys.exit(f"mrtpo: error: {exc}")
 
 

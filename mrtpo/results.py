@@ -9,6 +9,7 @@ A run folder (``mrtpo.runs``) holds::
     summary.json    weights hash, train runtime, whether the run was resumed
     tokenizer/      the run's tokenizer (token-level figures need no base model)
     base_recipe.json  the tiny base's recipe and warm-up mix (tiny scale)
+    SHA256SUMS      sha256 of every file, written at completion, checked on reuse (``mrtpo.manifest``)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .manifest import verify_manifest
 from .paths import results_root
 
 
@@ -26,6 +28,9 @@ class Run:
 
     path: Path
     trained: bool = False
+
+    def __post_init__(self):
+        verify_manifest(self.path)  # a folder altered after completion is refused, never read silently
 
     @property
     def config(self) -> dict:

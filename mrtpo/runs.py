@@ -32,6 +32,7 @@ from . import __version__
 from .advantages import TOKEN_LEVEL
 from .config import RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
+from .manifest import check_writable, write_manifest
 from .models import model_spec, resolve_model
 from .paths import cache_root, data_root, results_root
 from .results import Run
@@ -156,6 +157,7 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     ident, digest, folder = locate(cfg)
     if folder.is_dir() and not force:
         return Run(folder)
+    check_writable(folder.parent)  # read-only or full: fail now, not after training
     work = cache_root() / "work" / digest
     with locked(cache_root() / "work" / f"{digest}.lock"):
         if folder.is_dir() and not force:  # another process finished it while we waited
@@ -273,6 +275,7 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
         (tmp / "eval.json").write_text(json.dumps(results, indent=2))
         pd.DataFrame(eval_rows(cfg, folder.name, results)).to_csv(tmp / "eval.csv", index=False)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_manifest(tmp)
         if folder.exists():  # force: replace the old folder only once the new one is complete
             shutil.rmtree(folder)
         tmp.rename(folder)

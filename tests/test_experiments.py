@@ -125,7 +125,7 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     assert first.path.relative_to(dirs / "results" / "runs").parts[:2] == ("sql", "smoke")
     files = {p.name for p in first.path.iterdir()}
     assert files == {"config.json", "metrics.csv", "eval.json", "eval.csv", "profiles.jsonl", "summary.json", "tokenizer",
-                     "base_recipe.json"}
+                     "base_recipe.json", "SHA256SUMS"}
     # the run carries its base's tokenizer and warm-up recipe: token-level pages need no base model
     assert len(first.tokenizer()) == first.base_recipe["vocab_size"] and first.base_recipe["task"] == "sql"
     config = first.config
