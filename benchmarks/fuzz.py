@@ -10,7 +10,7 @@ IF responses one edit away from the reference, tool calls with mutated names, ty
 Completions alternate between plain strings and chat messages.
 
 Every call runs under an alarm of ``--bound`` seconds. Counted per function: exceptions that escaped,
-checker errors the reward functions caught and logged (``<reward>/checker_errors``), invalid outputs
+checker errors the reward functions caught and logged (``<reward>/checker_errors``, with their exception types), invalid outputs
 (a reward outside {0, 1, None}, a span outside the text, a Z block that is not a dict of strings), calls
 past the bound, and p50 / p99 / max time per call. Single-threaded. Writes ``results/bench/fuzz.csv``.
 
@@ -60,6 +60,19 @@ TOKEN_RE = re.compile(r"'[^']*'|\"[^\"]*\"|\w+|[^\w\s]")
 
 class CallTimeout(Exception):
     pass
+
+
+class ErrorKinds(logging.Handler):
+    """Tallies the exception type of each reward's checker errors, from the warning ``report_checker_errors`` logs
+    (one per call here: every call scores one response)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.kinds: dict[str, Counter] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        name, _, example = record.args
+        self.kinds.setdefault(name, Counter())[str(example).split(":")[0]] += 1
 
 
 def _alarm(signum, frame):
@@ -294,7 +307,8 @@ def fuzz_task(task_name: str, n: int, seed: int, bound_s: float) -> list[dict]:
     task = get_task(task_name, sub_verifiers=True) if task_name == "sql" else get_task(task_name)
     pool = examples(task_name, rng)
     calls = targets(task)
-    stats = {name: {"times": [], "escaped": 0, "checker_errors": 0, "invalid": 0, "over_bound": 0} for name in calls}
+    stats = {name: {"times": [], "escaped": 0, "checker_errors": 0, "invalid": 0, "over_bound": 0, "slowest": (0.0, "")}
+             for name in calls}
     families, first_escape = Counter(), {}
     for _ in tqdm(range(n), desc=f"fuzz {task_name}", mininterval=10):
         row = rng.choice(pool)
@@ -316,8 +330,11 @@ def fuzz_task(task_name: str, n: int, seed: int, bound_s: float) -> list[dict]:
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             s["times"].append(time.perf_counter() - start)
+            if s["times"][-1] > s["slowest"][0]:
+                s["slowest"] = (s["times"][-1], family)
             s["invalid"] += not valid
             s["checker_errors"] += int(logged.get(f"{name}/checker_errors", 0))
+    kinds = next(h for h in logging.getLogger("mrtpo.tasks").handlers if isinstance(h, ErrorKinds)).kinds
     print(f"{task_name}: inputs per family {dict(families)}")
     for name, (family, text, error) in first_escape.items():
         print(f"  {name}: first escaped exception ({family}): {error.strip()} on {text}")
@@ -325,9 +342,11 @@ def fuzz_task(task_name: str, n: int, seed: int, bound_s: float) -> list[dict]:
     for name, s in stats.items():
         times = sorted(s["times"])
         rows.append({"task": task_name, "function": name, "inputs": len(times), "escaped": s["escaped"],
-                     "checker_errors": s["checker_errors"], "invalid_outputs": s["invalid"], "over_bound": s["over_bound"],
+                     "checker_errors": s["checker_errors"],
+                     "checker_error_types": " ".join(f"{k}:{v}" for k, v in kinds.get(name, Counter()).most_common()),
+                     "invalid_outputs": s["invalid"], "over_bound": s["over_bound"],
                      "p50_ms": round(1e3 * times[len(times) // 2], 3), "p99_ms": round(1e3 * times[int(0.99 * len(times))], 3),
-                     "max_ms": round(1e3 * times[-1], 1), "examples": len(pool)})
+                     "max_ms": round(1e3 * times[-1], 1), "slowest_family": s["slowest"][1], "examples": len(pool)})
     if hasattr(task, "executor"):
         task.executor.close()
     return rows
@@ -342,7 +361,9 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "fuzz.csv"))
     args = parser.parse_args()
     signal.signal(signal.SIGALRM, _alarm)
-    logging.getLogger("mrtpo.tasks").setLevel(logging.ERROR)  # checker errors are counted, not printed one by one
+    logger = logging.getLogger("mrtpo.tasks")  # checker errors are tallied by type, not printed one by one
+    logger.addHandler(ErrorKinds())
+    logger.propagate = False
     rows = [row for name in args.tasks for row in fuzz_task(name, args.inputs, args.seed, args.bound)]
     frame = pd.DataFrame(rows).assign(seed=args.seed, machine=f"{platform.machine()} python {sys.version.split()[0]}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
