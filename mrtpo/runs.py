@@ -210,6 +210,8 @@ def train(cfg: RunConfig, work: Path) -> dict:
     resume = last_checkpoint(out)
     if resume is not None:  # profiles written after that checkpoint are written again when resumed
         _truncate_profiles(out / "profiles.jsonl", int(resume.name.split("-")[1]))
+        if int(resume.name.split("-")[1]) >= cfg.steps:  # killed after training: Trainer.train would take a step more
+            return _finished(resume, work, path)
     elif out.exists():
         shutil.rmtree(out)
     trainer = MRTPOTrainer(
@@ -227,6 +229,18 @@ def train(cfg: RunConfig, work: Path) -> dict:
         "work_dir": str(work),
         "log_history": trainer.state.log_history,
     }
+
+
+def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
+    """``train``'s summary for a run killed after its last checkpoint: the weights and the log come from it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    model.save_pretrained(str(work / "final"))
+    AutoTokenizer.from_pretrained(checkpoint).save_pretrained(str(work / "final"))
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    return {"weights_sha256": weights_hash(model), "train_runtime_s": math.nan, "resumed_from_step": state["global_step"],
+            "base_model": str(base), "work_dir": str(work), "log_history": state["log_history"]}
 
 
 def weights_hash(model) -> str:
