@@ -9,12 +9,14 @@ Kinds, by where the kill lands:
 * ``rename``: just before or just after the finished run folder is renamed into place;
 * ``evaluation``: inside a sampling call of the final evaluation.
 
-First one uninterrupted run of the command, with every phase's calls timed. Then, per trial: a fresh results
-folder and no checkpoints; the command runs with a hook that picks one call of the phase at random and sends
-SIGKILL to its own process at a uniformly random moment of that call's duration in the uninterrupted run (at the
-call's end if it finishes sooner); the same command then runs again, without the hook, to completion. The trial
-matches when the rerun's folder has the uninterrupted run's weights hash, metrics (wall-clock columns aside),
-evaluation and profiles. Single-threaded; one run at a time. Writes ``results/bench/crash_trials.csv``.
+First two uninterrupted runs of the command, which must agree; the second times every phase's calls. Then,
+per trial: a fresh results folder and no checkpoints; the command runs with a hook that picks one call of the
+phase at random and sends SIGKILL to its own process at a uniformly random moment of the first 80% of that call's
+duration in the uninterrupted run (at the call's end if it finishes sooner: the same call runs a little faster
+without the timing hooks of that run); the same command then runs again, without the hook,
+to completion. The trial matches when the rerun's folder has the uninterrupted run's weights hash, metrics
+(wall-clock columns aside), evaluation and profiles. Single-threaded; one run at a time.
+Writes ``results/bench/crash_trials.csv``.
 
     python benchmarks/crash_trials.py [--trials 5] [--seed 0] [--task sql] [--method mrtpo]
 """
@@ -172,13 +174,20 @@ def main() -> None:
         shutil.rmtree(scratch / "cache" / "work", ignore_errors=True)
         return {**env, "MRTPO_RESULTS": str(scratch / name)}
 
+    # two uninterrupted runs: the first also builds the smoke base; the second times every phase's calls.
+    # They must agree with each other, or no trial could be judged.
     start = time.time()
-    reference = run_command(argv, fresh("reference"), {"measure": str(scratch / "timings.json")})
-    if reference.returncode != 0:
-        raise SystemExit(f"the uninterrupted run failed:\n{reference.stderr[-3000:]}")
+    first = run_command(argv, fresh("uninterrupted-0"))
+    reference = run_command(argv, fresh("uninterrupted-1"), {"measure": str(scratch / "timings.json")})
+    for done in (first, reference):
+        if done.returncode != 0:
+            raise SystemExit(f"an uninterrupted run failed:\n{done.stderr[-3000:]}")
     expected = fingerprint(run_folder(reference.stdout))
+    if fingerprint(run_folder(first.stdout)) != expected:
+        raise SystemExit("two uninterrupted runs of the same command differ: the run is not deterministic")
     timings = json.loads((scratch / "timings.json").read_text())
-    print(f"uninterrupted run: {time.time() - start:.0f} s; calls per phase: { {k: len(v) for k, v in timings.items()} }")
+    print(f"uninterrupted runs agree ({time.time() - start:.0f} s); calls per phase: "
+          f"{ {k: len(v) for k, v in timings.items()} }", flush=True)
 
     rows = []
     for kind in args.kinds:
@@ -186,7 +195,7 @@ def main() -> None:
             raise SystemExit(f"the run never entered phase {kind!r}: nothing to kill")
         for trial in range(args.trials):
             call = rng.randrange(len(timings[kind])) + 1
-            delay = rng.choice(["before", "after"]) if kind == "rename" else rng.uniform(0, timings[kind][call - 1])
+            delay = rng.choice(["before", "after"]) if kind == "rename" else rng.uniform(0, 0.8 * timings[kind][call - 1])
             log = scratch / "kill.json"
             log.unlink(missing_ok=True)
             trial_env = fresh(f"{kind}-{trial}")
