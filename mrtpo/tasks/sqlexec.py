@@ -24,9 +24,9 @@ bounded in bytes (``cache_bytes``) as well as in entries.
 
 from __future__ import annotations
 
+import marshal
 import math
 import os
-import marshal
 import resource
 import select
 import signal
