@@ -68,11 +68,15 @@ class Run:
 
 
 def run_folders(task: str | None = None) -> list[Path]:
-    """Finished run folders (temporary ones start with a dot and are never listed)."""
+    """Finished run folders, each checked against its manifest (temporary ones start with a dot and are never
+    listed)."""
     root = results_root() / "runs"
     pattern = f"{task}/*/*" if task else "*/*/*"
-    return sorted(p for p in root.glob(pattern) if p.is_dir() and not p.name.startswith(".")
-                  and (p / "eval.csv").exists())
+    folders = sorted(p for p in root.glob(pattern) if p.is_dir() and not p.name.startswith(".")
+                     and (p / "eval.csv").exists())
+    for folder in folders:
+        verify_manifest(folder)
+    return folders
 
 
 def runs_table(task: str | None = None):

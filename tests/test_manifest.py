@@ -11,6 +11,7 @@ from collections import namedtuple
 import pytest
 
 from mrtpo import runs as E
+from mrtpo.results import run_folders
 from mrtpo.manifest import MANIFEST, ResultsNotWritable, RunFolderAltered, check_writable, verify_manifest, write_manifest
 
 
@@ -70,6 +71,9 @@ def test_runner_refuses_an_altered_finished_folder(tmp_path, monkeypatch, folder
         E.run("sql", "gdpo", "smoke")
     with pytest.raises(RunFolderAltered):
         E.find("sql", "gdpo", "smoke")
+    (target / "eval.csv").write_text("run,value\n")  # the tables of every run read each folder's eval.csv
+    with pytest.raises(RunFolderAltered, match=r"eval\.csv \(not in the manifest\)"):
+        run_folders("sql")
 
 
 def failing_temporary_file(code: int):
