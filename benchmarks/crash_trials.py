@@ -11,9 +11,9 @@ Kinds, by where the kill lands:
 
 First two uninterrupted runs of the command, which must agree; the second times every phase's calls. Then,
 per trial: a fresh results folder and no checkpoints; the command runs with a hook that picks one call of the
-phase at random and sends SIGKILL to its own process at a uniformly random moment of the first 80% of that call's
-duration in the uninterrupted run (at the call's end if it finishes sooner: the same call runs a little faster
-without the timing hooks of that run); the same command then runs again, without the hook,
+phase at random and sends SIGKILL to its own process at a uniformly random moment of the first half of that call's
+duration in the uninterrupted run (at the call's end if it finishes sooner: durations vary with the machine's load);
+the same command then runs again, without the hook,
 to completion. The trial matches when the rerun's folder has the uninterrupted run's weights hash, metrics
 (wall-clock columns aside), evaluation and profiles. Single-threaded; one run at a time.
 Writes ``results/bench/crash_trials.csv``.
@@ -98,8 +98,12 @@ def install_hooks(spec: dict) -> dict:
     return timings
 
 
+_KILLING = threading.Lock()  # taken by the first of the timer and the call's end; never released
+
+
 def kill(spec: dict, where: str) -> None:
     """Record where the kill landed, then SIGKILL this process (no handler, no cleanup, like a power cut)."""
+    _KILLING.acquire()  # the second caller waits here for the signal
     with open(spec["log"], "w") as fh:
         json.dump({"where": where}, fh)
         fh.flush()
@@ -195,7 +199,7 @@ def main() -> None:
             raise SystemExit(f"the run never entered phase {kind!r}: nothing to kill")
         for trial in range(args.trials):
             call = rng.randrange(len(timings[kind])) + 1
-            delay = rng.choice(["before", "after"]) if kind == "rename" else rng.uniform(0, 0.8 * timings[kind][call - 1])
+            delay = rng.choice(["before", "after"]) if kind == "rename" else rng.uniform(0, 0.5 * timings[kind][call - 1])
             log = scratch / "kill.json"
             log.unlink(missing_ok=True)
             trial_env = fresh(f"{kind}-{trial}")
@@ -220,11 +224,11 @@ def main() -> None:
             row["matched"] = row["killed"] and all(row[k] for k in ("weights", "metrics", "eval", "profiles"))
             row["seconds"] = round(time.time() - t0, 1)
             rows.append(row)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_csv(args.out, index=False)  # after every trial: a long session keeps what it has
             print({k: row[k] for k in ("kind", "trial", "call", "delay_s", "where", "rerun", "resumed_from_step", "matched")
                    if k in row}, flush=True)
     frame = pd.DataFrame(rows)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(args.out, index=False)
     print(frame.groupby("kind", sort=False)[["killed", "matched"]].sum().to_string())
     shutil.rmtree(scratch, ignore_errors=True)
 
