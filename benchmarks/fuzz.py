@@ -10,9 +10,11 @@ IF responses one edit away from the reference, tool calls with mutated names, ty
 Completions alternate between plain strings and chat messages.
 
 Every call runs under an alarm of ``--bound`` seconds. Counted per function: exceptions that escaped,
-checker errors the reward functions caught and logged (``<reward>/checker_errors``, with their exception types), invalid outputs
-(a reward outside {0, 1, None}, a span outside the text, a Z block that is not a dict of strings), calls
-past the bound, and p50 / p99 / max time per call. Single-threaded. Writes ``results/bench/fuzz.csv``.
+checker errors the reward functions caught and logged (``<reward>/checker_errors``, with their exception
+types), invalid outputs (a reward outside {0, 1, None}, a span outside the text, a Z block that is not a dict
+of strings), calls past the bound, p50 / p99 / max time per call and the family of the slowest input. No call
+is left out of the times (the first calls load lazy resources, e.g. language profiles). Single-threaded.
+Writes ``results/bench/fuzz.csv``.
 
     python benchmarks/fuzz.py [--inputs 10000] [--seed 0] [--tasks sql if tool]
 """
@@ -40,7 +42,7 @@ from mrtpo.tasks import get_task
 from mrtpo.tasks.base import completion_text
 
 ROOT = Path(__file__).resolve().parents[1]
-#: family -> weight (per task, families that do not apply to it are skipped)
+#: input family -> probability (every task draws from all five)
 FAMILIES = {"unicode": 0.2, "tags": 0.2, "huge": 0.01, "json_bomb": 0.05, "near_miss": 0.54}
 #: resource attacks the SQL sandbox must bound (each costs up to the query timeout), spliced in rarely
 SQL_ATTACKS = ["printf('%.*c', 2147483647, 'x')", "zeroblob(1000000000)", "randomblob(200000000)",
