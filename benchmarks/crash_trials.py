@@ -11,11 +11,11 @@ Kinds, by where the kill lands:
 
 First two uninterrupted runs of the command, which must agree; the second times every phase's calls. Then,
 per trial: a fresh results folder and no checkpoints; the command runs with a hook that picks one call of the
-phase at random and sends SIGKILL to its own process at a uniformly random moment of the first half of that call's
-duration in the uninterrupted run (at the call's end if it finishes sooner: durations vary with the machine's load);
-the same command then runs again, without the hook,
-to completion. The trial matches when the rerun's folder has the uninterrupted run's weights hash, metrics
-(wall-clock columns aside), evaluation and profiles. Single-threaded; one run at a time.
+phase at random and sends SIGKILL to its own process at a uniformly random moment of the first half of that
+call's duration in the uninterrupted run (at the call's end if it finishes sooner: durations vary with the
+machine's load); the same command then runs again, without the hook, to completion. The trial matches when the
+rerun's folder has the uninterrupted run's weights hash, metrics (wall-clock columns aside), evaluation and
+profiles. Single-threaded; one run at a time.
 Writes ``results/bench/crash_trials.csv``.
 
     python benchmarks/crash_trials.py [--trials 5] [--seed 0] [--task sql] [--method mrtpo]
