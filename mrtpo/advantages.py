@@ -134,6 +134,16 @@ def token_weights(q: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Ten
     return w * m
 
 
+def entropy_weights(entropy: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """Entropy-weighted control arm (issue 18): ``w_t = (1 - beta) + beta * h_t / hbar``, shared by all rewards.
+
+    entropy (B, T): the sampling policy's token entropy h_t >= 0; hbar its mean over the response's valid
+    tokens; mask (B, T). The profile is normalised exactly as q is (``token_weights`` on the (B, 1, T)
+    profile), so it goes through the same bound and batch standardisation, and a flat entropy gives GDPO.
+    """
+    return token_weights(entropy.unsqueeze(1), mask, beta)
+
+
 def uniform_weights(mask: torch.Tensor, num_rewards: int) -> torch.Tensor:
     """w = 1 on every valid token for every reward: MRTPO's machinery reduces to GDPO. (B, K, T)."""
     return mask.unsqueeze(1).expand(-1, num_rewards, -1).to(torch.float32).clone()

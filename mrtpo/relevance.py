@@ -1,7 +1,8 @@
 """Token relevance: how far each next-token distribution moves when one verifier's information is removed.
 
-``q_t = sqrt( JS(p_t^all || p_t^minus) / ln 2 )`` in [0, 1] (the Jensen–Shannon distance, base 2).
-Pure tensor math: no model calls, no trainer state.
+``q_t = sqrt( JS(p_t^all || p_t^minus) / ln 2 )`` in [0, 1] (the Jensen–Shannon distance, base 2); the
+policy's token entropy ``h_t``; and how reward-specific the q profiles are (their correlations with each other
+and with ``h_t``). Pure tensor math: no model calls, no trainer state.
 """
 
 from __future__ import annotations
@@ -80,3 +81,87 @@ def concentration(q: torch.Tensor, mask: torch.Tensor, share: float = 0.8) -> to
     needed = (cum < share * total - 1e-12).sum(-1) + 1
     frac = needed.to(torch.float32) / mask.sum(-1).clamp_min(1)
     return torch.where(total.squeeze(-1) > 0, frac, torch.full_like(frac, float("nan")))
+
+
+def token_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy ``h_t = -sum_v p_t(v) log p_t(v)`` of ``p_t = softmax(logits_t / temperature)``, in nats.
+
+    logits (..., V) -> (...), computed in fp32 (the sampling distribution when ``temperature`` is the sampling
+    temperature, as TRL's log-probs are). In [0, ln V]; positions where ``mask`` is 0 get 0.
+    """
+    logp = torch.log_softmax(logits.to(torch.float32) / temperature, dim=-1)
+    h = -torch.where(logp > float("-inf"), logp.exp() * logp, torch.zeros_like(logp)).sum(-1)
+    h = h.clamp_min(0.0)
+    return torch.where(mask.bool(), h, torch.zeros_like(h)) if mask is not None else h
+
+
+def profile_correlation(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation of two per-token profiles over each response's valid tokens: (..., T) x 2 -> (...).
+
+    ``corr = sum_t (a_t - abar)(b_t - bbar) / sqrt(sum_t (a_t - abar)^2 sum_t (b_t - bbar)^2)``, t over the
+    positions where ``mask`` is 1. NaN where a response has fewer than two valid tokens or either profile is
+    constant on them (no correlation is defined).
+    """
+    m = mask.to(torch.float32)
+    n = m.sum(-1, keepdim=True)
+
+    def centred(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.where(m > 0, x.to(torch.float32), torch.zeros((), device=x.device))  # padding may hold anything
+        d = (x - x.sum(-1, keepdim=True) / n.clamp_min(1)) * m
+        ss = (d**2).sum(-1)
+        # constant up to rounding: the centred sum of squares is a rounding residue of the raw one
+        return d, torch.where(ss > 1e-10 * (x**2).sum(-1), ss, torch.zeros_like(ss))
+
+    (da, ssa), (db, ssb) = centred(a), centred(b)
+    corr = (da * db).sum(-1) / (ssa * ssb).sqrt().clamp_min(1e-30)
+    defined = (n.squeeze(-1) > 1) & (ssa > 0) & (ssb > 0)
+    return torch.where(defined, corr.clamp(-1.0, 1.0), torch.full_like(corr, float("nan")))
+
+
+def specificity(q: torch.Tensor, mask: torch.Tensor, profiled: torch.Tensor,
+                entropy: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """How reward-specific the relevance profiles are (issue 18), per response.
+
+    q (B, K, T) relevance per reward; mask (B, T); profiled (B, K) bool, True where q_k of response j was
+    measured (replayed); entropy (B, T) the policy's token entropy, optional. Returns
+
+    * ``cross_reward`` (B, K, K): ``corr_t(q_k, q_l)`` on the same response for k != l both profiled, NaN
+      elsewhere (the diagonal included). Near 1: every reward moves the same tokens, i.e. no reward-specific
+      placement is left for MRTPO to exploit.
+    * ``entropy`` (B, K): ``corr_t(q_k, h)``, NaN where k is not profiled (absent without ``entropy``). Near 1:
+      "relevant" means "uncertain", and MRTPO acts as an entropy-weighted GDPO.
+
+    ``median_correlations`` summarises them.
+    """
+    B, K, _ = q.shape
+    pair = profile_correlation(q.unsqueeze(2), q.unsqueeze(1), mask[:, None, None, :])
+    keep = profiled.unsqueeze(2) & profiled.unsqueeze(1) & ~torch.eye(K, dtype=torch.bool, device=q.device)
+    out = {"cross_reward": torch.where(keep, pair, torch.full_like(pair, float("nan")))}
+    if entropy is not None:
+        ent = profile_correlation(q, entropy.unsqueeze(1).expand(-1, K, -1), mask.unsqueeze(1))
+        out["entropy"] = torch.where(profiled, ent, torch.full_like(ent, float("nan")))
+    return out
+
+
+def median_correlations(spec: dict[str, torch.Tensor], names: list[str] | None = None) -> dict[str, float]:
+    """Medians of ``specificity``'s correlations, ignoring undefined ones (NaN).
+
+    ``cross_reward_corr``: median over every unordered pair of rewards profiled on the same response, with
+    ``cross_reward_pairs`` their number; ``entropy_corr``: median over profiled (response, reward) pairs, with
+    ``entropy_profiles``; with ``names`` (K), also ``entropy_corr/<name>`` per reward. A median over nothing is NaN.
+    """
+    def median(x: torch.Tensor) -> float:
+        x = x[~torch.isnan(x)]
+        return float(x.median()) if x.numel() else float("nan")
+
+    cross = spec["cross_reward"]
+    upper = torch.triu(torch.ones(cross.shape[1:], dtype=torch.bool, device=cross.device), diagonal=1)
+    pairs = cross[:, upper]
+    out = {"cross_reward_corr": median(pairs), "cross_reward_pairs": int((~torch.isnan(pairs)).sum())}
+    if "entropy" in spec:
+        ent = spec["entropy"]
+        out["entropy_corr"] = median(ent)
+        out["entropy_profiles"] = int((~torch.isnan(ent)).sum())
+        for k, name in enumerate(names or []):
+            out[f"entropy_corr/{name}"] = median(ent[:, k])
+    return out

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from mrtpo.advantages import (
     beta_at,
+    entropy_weights,
     gdpo_advantages,
     group_normalize,
     grpo_advantages,
@@ -224,3 +225,64 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
     center, scale = batch_stats(summed_advantage(A_k))
     want, want_stats = token_advantages(A_k[local], w, mask[local], scale=scale, center=center)
     assert torch.equal(got, want) and stats == want_stats
+
+
+@st.composite
+def entropy_batches(draw):
+    """Rewards and masks as ``batches``, with a non-negative entropy profile (some responses flat or all zero)."""
+    rewards, q, mask, beta, G = draw(batches())
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    entropy = torch.rand(mask.shape, generator=g) * 3
+    entropy[::3] = 0.7  # flat profiles
+    entropy[1::5] = 0.0  # no uncertainty at all
+    entropy[mask == 0] = float(draw(st.sampled_from([0.0, 5.0])))  # whatever padding holds is ignored
+    return rewards, entropy, mask, beta, G
+
+
+@settings(max_examples=200, deadline=None)
+@given(entropy_batches(), st.booleans())
+def test_entropy_arm_token_mean_is_gdpo_advantage(batch, bound):
+    rewards, entropy, mask, beta, G = batch
+    A_k, A = gdpo_advantages(rewards, G)
+    w = entropy_weights(entropy, mask, beta)
+    assert w.shape == (mask.shape[0], 1, mask.shape[1])
+    assert (w[:, 0][mask == 1] >= 1 - beta - 1e-6).all() and (w[:, 0][mask == 0] == 0).all()
+    adv, stats = token_advantages(A_k, w, mask, bound=bound)
+    tol = 1e-4 * max(1.0, float(adv.abs().max()))
+    assert torch.allclose(token_mean(adv, mask), A, atol=tol)
+    assert 0.0 <= stats["s"] <= 1.0 and torch.isfinite(adv).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(entropy_batches())
+def test_entropy_arm_second_moment_bounded(batch):
+    rewards, entropy, mask, _, G = batch
+    A_k, A = gdpo_advantages(rewards, G)
+    adv, stats = token_advantages(A_k, entropy_weights(entropy, mask, 1.0), mask, bound=True)
+    assert (adv**2).sum() <= 2 * (A**2 * mask.sum(-1)).sum() * (1 + 1e-4) + 1e-6
+    if stats["moment_ratio"] > 1:
+        assert stats["s"] < 1
+
+
+def test_entropy_arm_follows_entropy_and_flat_entropy_gives_gdpo():
+    g = torch.Generator().manual_seed(6)
+    rewards = torch.randint(0, 2, (12, 3), generator=g).float()
+    mask = torch.ones(12, 8)
+    mask[2, 5:] = 0
+    A_k, A = gdpo_advantages(rewards, 4)
+    flat = torch.full((12, 8), 1.3)
+    adv, stats = token_advantages(A_k, entropy_weights(flat, mask, 0.5), mask)
+    assert torch.allclose(adv, A.unsqueeze(1) * mask, atol=1e-6) and stats["moment_ratio"] < 1e-10
+    zero, _ = token_advantages(A_k, entropy_weights(torch.zeros(12, 8), mask, 0.5), mask)
+    assert torch.equal(zero, A.unsqueeze(1) * mask)
+    # one uncertain token: with beta = 1 and no bound, w = h / hbar puts the whole response's advantage there
+    spike = torch.zeros(12, 8)
+    spike[:, 3] = 2.0
+    adv, _ = token_advantages(A_k, entropy_weights(spike, mask, 1.0), mask, bound=False)
+    assert torch.allclose(adv[:, 3], A * mask.sum(-1), atol=1e-4)
+    assert torch.allclose(adv[:, :3], torch.zeros(12, 3), atol=1e-6)
+    # the same for every reward: equal to per-reward MRTPO weights with q_k = h for all k
+    ent = torch.rand(12, 8, generator=g)
+    shared, _ = token_advantages(A_k, entropy_weights(ent, mask, 0.5), mask)
+    per_reward, _ = token_advantages(A_k, token_weights(ent.unsqueeze(1).expand(-1, 3, -1), mask, 0.5), mask)
+    assert torch.allclose(shared, per_reward, atol=1e-6)

@@ -2,12 +2,20 @@
 
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrtpo.contexts import SECTION_HEADER, build_contexts
-from mrtpo.relevance import concentration, js_relevance
+from mrtpo.relevance import (
+    concentration,
+    js_relevance,
+    median_correlations,
+    profile_correlation,
+    specificity,
+    token_entropy,
+)
 
 
 def test_identical_logits_give_zero_and_disjoint_give_one():
@@ -76,3 +84,57 @@ def test_contexts_differ_only_by_the_left_out_block_chat_and_text():
     assert ctx.all[0] == chat[0]
     text = build_contexts("Q?", {"a": "x"})
     assert text.all == "Q?\n\n" + SECTION_HEADER + "\n[a] x" and text.minus["a"] == "Q?" and text.none == "Q?"
+
+
+def test_token_entropy_values():
+    V = 7
+    h = token_entropy(torch.zeros(2, 3, V))
+    assert torch.allclose(h, torch.full((2, 3), math.log(V)), atol=1e-6)
+    one_hot = torch.full((4, V), float("-inf"))
+    one_hot[:, 2] = 0.0
+    assert torch.equal(token_entropy(one_hot), torch.zeros(4))  # exactly zero probabilities give 0, not NaN
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, V, generator=g) * 2
+    p = torch.softmax(logits / 0.7, -1)
+    mask = torch.tensor([[1, 1, 1, 0, 0]] * 3)
+    got = token_entropy(logits.to(torch.bfloat16).float(), mask, temperature=0.7)
+    expected = -(p * p.log()).sum(-1) * mask
+    assert torch.allclose(token_entropy(logits, mask, temperature=0.7), expected, atol=1e-5)
+    assert got.dtype == torch.float32 and (got[:, 3:] == 0).all()
+
+
+def test_profile_correlation_ignores_padding_and_flags_constant_profiles():
+    a = torch.tensor([[1.0, 2.0, 3.0, 4.0, 99.0], [0.3, 0.3, 0.3, 0.3, 0.0], [1.0, 2.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]])
+    b = torch.tensor([[2.0, 4.0, 6.0, 8.0, float("nan")], [1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 0.0, 0.0, 0.0]])
+    c = profile_correlation(a, b, mask)
+    assert c[0] == pytest.approx(1.0, abs=1e-6)
+    assert torch.isnan(c[1]) and torch.isnan(c[2])  # a constant profile; a single valid token
+    assert profile_correlation(a[:1], -b[:1], mask[:1])[0] == pytest.approx(-1.0, abs=1e-6)
+    x = torch.tensor([[1.0, 0.0, 1.0, 0.0]])
+    assert profile_correlation(x, torch.tensor([[1.0, 1.0, 0.0, 0.0]]), torch.ones(1, 4))[0] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_specificity_and_medians():
+    T = 6
+    base = torch.tensor([0.1, 0.5, 0.2, 0.9, 0.0, 0.3])
+    other = torch.tensor([0.9, 0.0, 0.4, 0.1, 0.6, 0.2])
+    q = torch.stack([
+        torch.stack([base, base * 2, other]),  # reward 0 and 1 identical up to scale; reward 2 different
+        torch.stack([other, base, torch.zeros(T)]),  # reward 2 not profiled on this response
+    ])
+    mask = torch.ones(2, T)
+    profiled = torch.tensor([[True, True, True], [True, True, False]])
+    entropy = torch.stack([base, base])
+    spec = specificity(q, mask, profiled, entropy)
+    cross = spec["cross_reward"]
+    assert torch.isnan(cross[:, range(3), range(3)]).all() and torch.isnan(cross[1, 2]).all()
+    assert cross[0, 0, 1] == pytest.approx(1.0, abs=1e-6) and torch.equal(cross[0, 0, 2], cross[0, 2, 0])
+    r = float(profile_correlation(base, other, torch.ones(T)))
+    assert cross[1, 0, 1] == pytest.approx(r, abs=1e-6) and cross[0, 0, 2] == pytest.approx(r, abs=1e-6)
+    med = median_correlations(spec, ["a", "b", "c"])
+    assert med["cross_reward_pairs"] == 4 and med["entropy_profiles"] == 5
+    assert med["cross_reward_corr"] == pytest.approx(r, abs=1e-6)  # pairs: 1, r, r, r
+    assert med["entropy_corr/b"] == pytest.approx(1.0, abs=1e-6) and med["entropy_corr/c"] == pytest.approx(r, abs=1e-6)
+    none = median_correlations(specificity(q, mask, torch.zeros(2, 3, dtype=torch.bool)))
+    assert math.isnan(none["cross_reward_corr"]) and none["cross_reward_pairs"] == 0 and "entropy_corr" not in none
