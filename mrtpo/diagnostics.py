@@ -9,21 +9,24 @@
 * ``sample``: completions from a policy at a temperature (what RL samples), token ids and text.
 * ``profile_example``: one sampled response's q per reward with the trainer's replay (``mrtpo.replay``).
 * ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward).
+* ``record_entropies``: the sampling distribution's entropy at every generated position, read from the logits
+  generation computes anyway (the trainer's entropy arm and ``mrtpo diagnose`` use it).
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 
 from .relevance import concentration as relevance_concentration
-from .relevance import js_relevance
+from .relevance import js_relevance, token_entropy
 from .replay import replay_hidden
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
-           "prompt_ids", "localisation", "profile_example"]
+           "prompt_ids", "localisation", "profile_example", "record_entropies"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -133,6 +136,28 @@ def sample(model, tokenizer, prompts: list, n: int = 1, temperature: float = 1.0
         row = [t for t in row if t != pad]
         results.append((row, tokenizer.decode(row, skip_special_tokens=True)))
     return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+@contextmanager
+def record_entropies(model, temperature: float = 1.0):
+    """Within the block, record ``h_t = H(softmax(logits_t / temperature))`` of every forward's last position.
+
+    A forward hook on the output embeddings reads the logits that ``generate`` computes for each new token
+    anyway (no extra forward): after a ``generate`` call inside the block, the yielded list holds one (N,) tensor
+    per generated position, so ``torch.stack(steps, 1)[j, t]`` is the entropy of the distribution response j's
+    token t was sampled from — exactly, when no logits processor other than the temperature is active (TRL's
+    defaults: top_k 0, top_p 1, no repetition penalty). Any other forward inside the block is recorded too.
+    """
+    steps: list[torch.Tensor] = []
+
+    def hook(module, args, output):
+        steps.append(token_entropy(output[:, -1].detach(), temperature=temperature))
+
+    handle = model.get_output_embeddings().register_forward_hook(hook)
+    try:
+        yield steps
+    finally:
+        handle.remove()
 
 
 def profile_example(model, tokenizer, task, example: dict, z_blocks=None, temperature: float = 1.0, seed: int = 0,

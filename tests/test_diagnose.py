@@ -1,0 +1,51 @@
+"""`mrtpo diagnose` and the measurements it shares with the trainer: generation entropies, pooled ratios, verdict."""
+
+import math
+
+import pytest
+import torch
+
+from mrtpo import diagnostics as D
+from mrtpo.diagnose import pooled_ratio, verdict
+from mrtpo.relevance import token_entropy
+
+
+def test_generation_entropies_equal_a_forward_on_the_sampled_tokens(smoke_policy):
+    from transformers import AutoModelForCausalLM
+
+    path, tok = smoke_policy
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    prompts = [[{"role": "user", "content": "Which city ?"}], [{"role": "user", "content": "a b c"}]]
+    with D.record_entropies(model, temperature=0.7) as steps:
+        samples = D.sample(model, tok, prompts, n=2, temperature=0.7, max_new_tokens=6, seed=0)
+    generated = torch.stack(steps, 1)
+    assert generated.shape[0] == 4 and generated.shape[1] >= max(len(ids) for s in samples for ids, _ in s)
+    for i, prompt in enumerate(prompts):
+        for j, (ids, _) in enumerate(samples[i]):
+            logits = D.response_logits(model, [D.prompt_ids(tok, prompt)], ids)[0]
+            expected = token_entropy(logits, temperature=0.7)
+            assert torch.allclose(generated[2 * i + j, : len(ids)], expected, atol=1e-4)
+    with torch.no_grad():
+        model(input_ids=torch.tensor([[1, 2]]))
+    assert len(steps) == generated.shape[1]  # the hook is gone after the block
+
+
+def test_pooled_ratio_is_a_ratio_of_pooled_shares():
+    q = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]])
+    inside = torch.tensor([[1, 0, 0, 0], [0, 0, 0, 1]], dtype=torch.bool)
+    mask = torch.ones(2, 4)
+    # shift inside 3 of 4, tokens inside 2 of 8
+    assert pooled_ratio(q, inside, mask) == pytest.approx((3 / 4) / (2 / 8))
+    assert pooled_ratio(torch.ones(2, 4), inside, mask) == pytest.approx(1.0)  # uniform q: no better than uniform
+    assert math.isnan(pooled_ratio(torch.zeros(2, 4), inside, mask))
+    mask[1, 3] = 0  # padding never counts, inside or not
+    assert pooled_ratio(q, inside, mask) == pytest.approx((1 / 2) / (1 / 7))
+
+
+def test_verdict_applies_the_readers_rule_and_names_specificity():
+    low = verdict(2.9, 1.2, 0.78, 0.59)
+    assert "half a point" in low and "not reward-specific" in low and "entropy arm" in low
+    high = verdict(3.5, 1.2, 0.1, 0.2)
+    assert "does not cap" in high and "profiles reward-specific" in high
+    assert "does not cap" in verdict(2.0, 2.5, 0.1, 0.2)
+    assert "unmeasured" in verdict(2.0, 1.0, float("nan"), float("nan"))
