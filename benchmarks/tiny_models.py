@@ -8,6 +8,8 @@ For each task's tiny base, with responses SAMPLED from the policy at temperature
   P_minus_k (``mrtpo.contexts``); q_t = sqrt(JS/ln 2). Ratio = mean q over tokens inside the region the
   verifier reads / mean q over tokens outside it, pooled over responses (target >= 3);
   also the region's share of the shift and of the tokens, and the concentration (tokens holding 80%);
+* specificity (issue 18): on the same responses, the median correlation over tokens of two rewards' q profiles
+  (target <= 0.3: reward-specific), and of each q profile with the sampling policy's token entropy;
 * reading: answer-reward success of G samples from P_all (Z from the first P_0 sample, as the trainer
   builds it) minus success from P_0 (target > 0); on ``hide_value`` prompts, whose value is only in Z
   (target >= 0.5);
@@ -31,6 +33,7 @@ import torch
 
 from mrtpo import diagnostics as D
 from mrtpo.contexts import build_contexts
+from mrtpo.relevance import median_correlations, specificity
 from mrtpo.tasks import get_task
 from mrtpo.tiny import tiny_base
 
@@ -69,15 +72,17 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         prompts = [r["prompt"] for r in rows]
         if with_z:
             prompts = [build_contexts(p, z).all for p, z in zip(prompts, z_list)]
-        samples = D.sample(model, tok, prompts, n=group, temperature=1.0, max_new_tokens=max_new_tokens, seed=sample_seed)
+        with D.record_entropies(model) as steps:
+            samples = D.sample(model, tok, prompts, n=group, temperature=1.0, max_new_tokens=max_new_tokens, seed=sample_seed)
         flat_rows = [r for r in rows for _ in range(group)]
         texts = [t for s in samples for _, t in s]
         scores = rewards_of(task, [r["prompt"] for r in flat_rows], texts, flat_rows)
-        return rows, samples, flat_rows, scores
+        entropy = torch.stack(steps, 1).view(len(rows), group, -1)  # the sampling distribution's, per position
+        return rows, samples, flat_rows, scores, entropy
 
     t0 = time.time()
     test = task.synthetic(n_prompts, seed=seed, split="test")
-    rows, samples, flat_rows, scores = sample_and_score(test, with_z=False, sample_seed=1)
+    rows, samples, flat_rows, scores, entropy = sample_and_score(test, with_z=False, sample_seed=1)
 
     # variance at RL step 0: groups from P_0
     for name, vals in scores.items():
@@ -95,8 +100,10 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
 
     # localisation on two sampled responses per prompt
     acc: dict[str, dict[str, float]] = {}
+    names = [f.__name__ for f in task.reward_funcs()]
+    profiles = []  # per response: ({reward: q}, entropy), for the specificity measures
     for i, r in enumerate(rows):
-        for ids, text in samples[i][:2]:
+        for g, (ids, text) in enumerate(samples[i][:2]):
             if not ids:
                 continue
             z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": text}]],
@@ -104,10 +111,11 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
             ctx = build_contexts(r["prompt"], z)
             regions = task.check_regions(text, r)
             spans = D.token_char_spans(tok, ids)
-            for k in z:
+            qs = {k: D.js_profile(model, tok, ctx.all, ctx.minus[k], ids) for k in z if k in names}
+            profiles.append((qs, entropy[i, g, : len(ids)]))
+            for k, q in qs.items():
                 if not regions.get(k):
                     continue
-                q = D.js_profile(model, tok, ctx.all, ctx.minus[k], ids)
                 inside = torch.tensor(D.in_region(spans, regions[k]))
                 a = acc.setdefault(k, dict(q_in=0.0, n_in=0, q_out=0.0, n_out=0, conc=0.0, n=0))
                 a["q_in"] += q[inside].sum().item()
@@ -126,9 +134,22 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         row(f"localisation/{k}", ratio, 3.0, ratio >= 3.0,
             f"mean q in {m_in:.4f} / out {m_out:.4f}; shift share {shift_share:.3f} on token share {tok_share:.3f}; "
             f"concentration(80%) {a['conc'] / max(1, a['n']):.3f}")
+    T = max(len(h) for _, h in profiles)
+    q_all, mask, h_all = torch.zeros(len(profiles), len(names), T), torch.zeros(len(profiles), T), torch.zeros(len(profiles), T)
+    profiled = torch.zeros(len(profiles), len(names), dtype=torch.bool)
+    for j, (qs, h) in enumerate(profiles):
+        mask[j, : len(h)], h_all[j, : len(h)] = 1, h
+        for k, name in enumerate(names):
+            if name in qs and float(qs[name].sum()) > 0:
+                q_all[j, k, : len(h)], profiled[j, k] = qs[name], True
+    med = median_correlations(specificity(q_all, mask, profiled, h_all), names)
+    per_reward = ", ".join(f"{n} {med[f'entropy_corr/{n}']:.2f}" for n in names if med[f"entropy_corr/{n}"] == med[f"entropy_corr/{n}"])
+    row("specificity/cross_reward_corr", med["cross_reward_corr"], "<= 0.3", med["cross_reward_corr"] <= 0.3,
+        f"median over {med['cross_reward_pairs']} pairs of rewards on the same response; median correlation of q with "
+        f"the sampling entropy {med['entropy_corr']:.2f} over {med['entropy_profiles']} profiles ({per_reward})")
 
     # reading: answer rewards with all Z blocks vs without
-    _, _, _, scores_z = sample_and_score(test, with_z=True, z_list=z_list, sample_seed=2)
+    _, _, _, scores_z, _ = sample_and_score(test, with_z=True, z_list=z_list, sample_seed=2)
     for name in task.answer_rewards:
         if name not in scores:
             continue
@@ -140,10 +161,10 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
     hidden = task.hidden_value_split(n_prompts, seed, "test")
     if hidden is not None:
         hidden = list(hidden[1])
-        hrows, hsamples, _, hscores = sample_and_score(hidden, with_z=False, sample_seed=3)
+        hrows, hsamples, _, hscores, _ = sample_and_score(hidden, with_z=False, sample_seed=3)
         hz = task.z_blocks([r["prompt"] for r in hrows], [[{"role": "assistant", "content": s[0][1]}] for s in hsamples],
                            **{k: [r[k] for r in hrows] for k in hrows[0] if k != "prompt"})
-        _, _, _, hscores_z = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
+        _, _, _, hscores_z, _ = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
         for name in task.hidden_rewards:
             if name not in hscores:
                 continue
