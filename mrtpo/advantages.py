@@ -13,9 +13,10 @@ import torch
 
 EPS = 1e-4
 #: the advantage schemes (``mrtpo_advantages``); the token-level ones share MRTPO's machinery, the replaying
-#: ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo)
-METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform")
-TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform")
+#: ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo; ``entropy``
+#: is the control arm whose weights come from the sampling policy's token entropy, without any replay)
+METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy")
+TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform", "entropy")
 REPLAYING = ("mrtpo", "joint", "shuffled")
 
 
@@ -229,6 +230,7 @@ def mrtpo_advantages(
     saw: bool = False,
     mask: torch.Tensor | None = None,
     q: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
     beta: float = 0.0,
     bound: bool = True,
     generator: torch.Generator | None = None,
@@ -239,7 +241,8 @@ def mrtpo_advantages(
     rewards (B_global, K). ``grpo``: ``grpo_advantages`` (B,). ``gdpo``: ``gdpo_advantages`` with the reward
     weights (times ``saw_weights`` when ``saw``) (B,). Token-level schemes (B, T), from the local mask (B, T)
     and q (B, K|1, T): ``mrtpo``/``joint``: ``token_weights(q, mask, beta)``; ``shuffled``: those weights at
-    random positions (``shuffle_positions`` with ``generator``); ``uniform``: w = 1. Then
+    random positions (``shuffle_positions`` with ``generator``); ``uniform``: w = 1; ``entropy``:
+    ``entropy_weights(entropy, mask, beta)`` from the local token entropy (B, T). Then
     ``token_advantages`` with GDPO's global batch statistics of S and the bound. Returns (advantages, stats
     of ``token_advantages``; empty for the response-level schemes).
     """
@@ -252,6 +255,8 @@ def mrtpo_advantages(
         return A[local], {}
     if method == "uniform":
         w = uniform_weights(mask, rewards.shape[1])
+    elif method == "entropy":
+        w = entropy_weights(entropy, mask, beta)
     else:
         w = token_weights(q, mask, beta)
         if method == "shuffled":

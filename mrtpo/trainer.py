@@ -18,7 +18,8 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed
-from .relevance import concentration
+from .diagnostics import record_entropies
+from .relevance import concentration, median_correlations, specificity
 from .replay import relevance, safe_z_blocks
 
 
@@ -48,7 +49,8 @@ class MRTPOConfig(GRPOConfig):
             "help": "Advantage scheme: 'grpo' (normalise the summed reward), 'gdpo' (normalise each reward, sum, "
             "batch-scale), 'mrtpo' (per-reward leave-one-out replay, K_x extra forwards), 'joint' (one profile "
             "from P_all vs P_0, one extra forward), 'shuffled' (MRTPO weights at random positions), 'uniform' "
-            "(MRTPO machinery with w = 1; trains exactly as gdpo)."
+            "(MRTPO machinery with w = 1; trains exactly as gdpo), 'entropy' (control arm: MRTPO's weights from the "
+            "sampling policy's token entropy instead of q, shared by all rewards; no replay)."
         },
     )
     saw: bool = field(
@@ -125,7 +127,13 @@ class MRTPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         if self.args.advantage in REPLAYING and z_blocks is None:
             raise ValueError(f"advantage={self.args.advantage!r} replays with Z blocks: pass z_blocks=...")
+        if self.args.advantage == "entropy" and (self.use_vllm or self.use_transformers_continuous_batching or self.tools):
+            raise ValueError(
+                "advantage='entropy' reads token entropies from the logits of transformers' generate; vLLM, "
+                "continuous batching and tool calls do not expose them: turn those off for this arm"
+            )
         self.z_blocks = z_blocks
+        self._generation_entropy: list[torch.Tensor] = []  # per generate call of this step: (B, positions)
         self.replay_forwards = 0  # sequences replayed so far (tests count them)
         self.pending_profiles: list[dict] = []  # written by ProfileWriter at the end of the step
         self._scored: Scored | None = None
@@ -139,8 +147,25 @@ class MRTPOTrainer(GRPOTrainer):
         self._scored = Scored(inputs, prompts, completions, completion_ids_list, rewards)
         return rewards
 
+    def _generate_single_turn(self, *args, **kwargs):
+        """TRL's generation, recording the sampling distribution's entropy at every generated position.
+
+        The entropy comes from the logits generation computes anyway (``diagnostics.record_entropies``): the loss
+        pass also has them, but only after the advantages are needed, and only for one micro-batch. Recorded in
+        training for the schemes that read it (the entropy arm; the replaying ones log its correlation with q).
+        """
+        reads = self.args.advantage == "entropy" or self.args.advantage in REPLAYING
+        if not (self.model.training and reads) or self.use_vllm or self.use_transformers_continuous_batching:
+            return super()._generate_single_turn(*args, **kwargs)
+        with record_entropies(self.accelerator.unwrap_model(self.model), self.temperature) as steps:
+            result = super()._generate_single_turn(*args, **kwargs)
+        if steps:
+            self._generation_entropy.append(torch.stack(steps, 1))
+        return result
+
     def _generate_and_score_completions(self, inputs):
         start = time.perf_counter()
+        self._generation_entropy = []
         out = super()._generate_and_score_completions(inputs)
         generated = time.perf_counter()
         if self.model.training:  # evaluation keeps TRL's response-level advantages
@@ -183,14 +208,17 @@ class MRTPOTrainer(GRPOTrainer):
         mask = out["completion_mask"].float()
         beta = beta_at(self.state.global_step, args.mrtpo_beta, args.beta_warmup_steps)
         q, generator = None, None
+        entropy = self._token_entropy(mask)
+        if args.advantage == "entropy" and entropy is None:
+            raise RuntimeError("advantage='entropy' found no generation entropies this step (a tool-call turn?)")
         if args.advantage in REPLAYING:
             q = self._relevance(out, need[local], joint=args.advantage == "joint")
-            self._log_relevance(q, mask, need[local], rewards[local], out["completion_ids"])
+            self._log_relevance(q, mask, need[local], rewards[local], out["completion_ids"], entropy)
         if args.advantage == "shuffled":
             generator = torch.Generator().manual_seed(args.seed * 1_000_003 + self.state.global_step * 101 + local.start)
         adv, stats = mrtpo_advantages(
             rewards, self.num_generations, args.advantage, local, reward_weights=self.reward_weights.to(rewards.device),
-            saw=args.saw, mask=mask, q=q, beta=beta, bound=args.bound, generator=generator,
+            saw=args.saw, mask=mask, q=q, entropy=entropy, beta=beta, bound=args.bound, generator=generator,
             reduce_sum=lambda x: self.accelerator.reduce(x, reduction="sum"),
         )
         if stats:
@@ -198,7 +226,21 @@ class MRTPOTrainer(GRPOTrainer):
             metrics["mrtpo/s"].append(stats["s"])
             metrics["mrtpo/moment_ratio"].append(stats["moment_ratio"])
             metrics["mrtpo/frac_qbar_zero"].append(stats["frac_qbar_zero"])
+        if entropy is not None:
+            metrics["mrtpo/entropy_mean"].append(float((entropy * mask).sum() / mask.sum().clamp_min(1)))
         return adv
+
+    def _token_entropy(self, mask: torch.Tensor) -> torch.Tensor | None:
+        """(B, T) entropy of the distribution each completion token was sampled from (0 on padding); None when
+        generation did not record it (a scheme that does not read it, vLLM) or recorded several turns (tool calls:
+        completion positions then mix generated and inserted tokens)."""
+        if len(self._generation_entropy) != 1:
+            return None
+        h = self._generation_entropy[0]
+        T = mask.shape[1]
+        if h.shape[1] < T:  # completions padded beyond the generated length (pad_to_multiple_of): masked anyway
+            h = torch.nn.functional.pad(h, (0, T - h.shape[1]))
+        return h[:, :T].to(mask.device) * mask
 
     def _relevance(self, out: dict, need: torch.Tensor, joint: bool) -> torch.Tensor:
         """q of this process's responses (``mrtpo.replay.relevance``), with this trainer's tokenisation."""
@@ -234,11 +276,13 @@ class MRTPOTrainer(GRPOTrainer):
             metrics["mrtpo/frac_replayed"].append(need.float().mean().item())
             metrics["mrtpo/effective_k"].append(need.float().sum(1).mean().item())
 
-    def _log_relevance(self, q, mask, need, rewards, completion_ids) -> None:
-        """Mean q and 80%-concentration per reward over replayed responses; queue ``profile_samples`` profiles.
+    def _log_relevance(self, q, mask, need, rewards, completion_ids, entropy=None) -> None:
+        """Mean q and 80%-concentration per reward over replayed responses, reward-specificity (median
+        cross-reward correlation of q on a response, median correlation of q with the token entropy; issue 18);
+        queue ``profile_samples`` profiles.
 
         A saved profile holds what the localisation notebooks need to map q onto the verifiers' check
-        regions: the example's columns, the completion text and ids, the rewards and q per reward.
+        regions: the example's columns, the completion text and ids, the rewards, q per reward and the entropy.
         """
         metrics = self._metrics["train"]
         names = self.reward_func_names if q.shape[1] == len(self.reward_func_names) else ["joint"]
@@ -250,6 +294,12 @@ class MRTPOTrainer(GRPOTrainer):
                 conc = concentration(qk, mk)
                 if not torch.isnan(conc).all():
                     metrics[f"mrtpo/{name}/concentration80"].append(float(torch.nanmean(conc)))
+        profiled = (need if q.shape[1] > 1 else need.any(1, keepdim=True)) & (q * mask.unsqueeze(1)).sum(-1).gt(0)
+        corr = median_correlations(specificity(q, mask, profiled, entropy), names)
+        for key, value in corr.items():
+            if isinstance(value, float) and value == value:  # medians only, and only defined ones (not NaN)
+                figure, _, reward = key.partition("/")  # "entropy_corr/<reward>" is logged under the reward
+                metrics[f"mrtpo/{reward}/{figure}" if reward else f"mrtpo/{figure}"].append(value)
         for j in range(min(self.args.profile_samples, q.shape[0])):
             T = int(mask[j].sum())
             example: dict[str, Any] = {key: v for key, v in self._scored.inputs[j].items()
@@ -259,4 +309,5 @@ class MRTPOTrainer(GRPOTrainer):
                 "completion_ids": completion_ids[j, :T].tolist(),
                 "rewards": dict(zip(self.reward_func_names, [None if r != r else float(r) for r in rewards[j].tolist()])),
                 "q": {name: q[j, k, :T].tolist() for k, name in enumerate(names)},
+                **({"entropy": entropy[j, :T].tolist()} if entropy is not None else {}),
             })

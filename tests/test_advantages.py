@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrtpo.advantages import (
+    METHODS,
     beta_at,
     entropy_weights,
     gdpo_advantages,
@@ -190,7 +191,7 @@ def test_saw_weights():
     assert torch.equal(saw_weights(torch.ones(4, 3)), torch.ones(3))
 
 
-@pytest.mark.parametrize("method", ["grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("saw", [False, True])
 def test_mrtpo_advantages_composes_the_schemes(method, saw):
     """The one composition the trainer calls equals the schemes written out from their parts, on a local slice."""
@@ -202,10 +203,12 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
     rewards[2, 1] = float("nan")
     mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
     q = torch.rand(B, 3 if method != "joint" else 1, T, generator=g)
+    entropy = torch.rand(B, T, generator=g) * 2
     local = slice(G, 3 * G)
     weights = torch.tensor([1.0, 0.5, 2.0])[: rewards.shape[1]]
     got, stats = mrtpo_advantages(rewards, G, method, local, reward_weights=weights, saw=saw, mask=mask[local],
-                                  q=q[local], beta=0.6, generator=torch.Generator().manual_seed(3))
+                                  q=q[local], entropy=entropy[local], beta=0.6,
+                                  generator=torch.Generator().manual_seed(3))
     if method == "grpo":
         assert torch.equal(got, grpo_advantages(rewards, G)[local]) and stats == {}
         return
@@ -216,6 +219,8 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
         return
     if method == "uniform":
         w = uniform_weights(mask[local], rewards.shape[1])
+    elif method == "entropy":
+        w = token_weights(entropy[local].unsqueeze(1), mask[local], 0.6)
     else:
         w = token_weights(q[local], mask[local], 0.6)
         if method == "shuffled":

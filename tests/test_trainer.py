@@ -65,6 +65,13 @@ def test_every_variant_trains(smoke_policy, tmp_path, advantage):
     if advantage in ("mrtpo", "joint", "shuffled"):
         assert trainer.replay_forwards > 0 and "mrtpo/s" in logs[0] and "mrtpo/effective_k" in logs[0]
         assert 0 < logs[0]["mrtpo/s"] <= 1
+        assert -1 <= logs[0]["mrtpo/entropy_corr"] <= 1  # reward-specificity is logged wherever q is measured
+        if advantage != "joint":
+            assert -1 <= logs[0]["mrtpo/cross_reward_corr"] <= 1 and "mrtpo/parity/entropy_corr" in logs[0]
+    if advantage == "entropy":
+        assert trainer.replay_forwards == 0 and 0 < logs[0]["mrtpo/s"] <= 1
+        # the entropy the weights use is that of the distributions sampled from: TRL's loss pass measures the same
+        assert logs[0]["mrtpo/entropy_mean"] == pytest.approx(logs[0]["entropy"], rel=1e-4)
     assert logs[0]["mrtpo/constant/frac_groups_nonzero_std"] == 0.0
 
 
@@ -138,6 +145,45 @@ def test_profiles_are_saved(smoke_policy, tmp_path):
     rows = [json.loads(line) for line in open(Path(trainer.args.output_dir) / "profiles.jsonl")]
     assert len(rows) == 3 and set(rows[0]["q"]) == {"parity", "has_a", "constant"}
     assert all(0 <= v <= 1 for v in rows[0]["q"]["parity"])
+
+
+def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_path):
+    """The entropy arm's token advantages are MRTPO's composition with w = (1 - beta) + beta h / hbar, h the
+    entropy of each sampled token's distribution, recomputed here by a forward over prompt + completion."""
+    from mrtpo.advantages import entropy_weights, gdpo_advantages, token_advantages
+    from mrtpo.relevance import token_entropy
+
+    from transformers import AutoModelForCausalLM
+
+    path, tok = smoke_policy
+    sharp = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():  # sharper logits: the random smoke policy's entropy is nearly ln V everywhere
+        sharp.model.norm.weight.mul_(8.0)
+    sharp.save_pretrained(tmp_path / "sharp")
+    tok.save_pretrained(tmp_path / "sharp")
+    policy = (str(tmp_path / "sharp"), tok)
+    trainer = make_trainer(policy, tmp_path, "entropy", steps=1)
+    seen = {}
+    original = trainer._advantages
+
+    def spy(out):
+        seen["adv"], seen["out"] = original(out), out
+        return seen["adv"]
+
+    trainer._advantages = spy
+    trainer.train()
+    out, rewards = seen["out"], trainer._scored[4]
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+    P, T = out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
+    mask = out["completion_mask"].float()
+    with torch.no_grad():  # the weights have since been updated once: reload the sampling policy from disk
+        sampler = AutoModelForCausalLM.from_pretrained(policy[0]).eval()
+        h = token_entropy(sampler(input_ids=ids, attention_mask=attention).logits[:, P - 1 : P + T - 1], mask)
+    A_k, _ = gdpo_advantages(rewards, 4)
+    expected, _ = token_advantages(A_k, entropy_weights(h, mask, 0.5), mask)
+    assert torch.allclose(seen["adv"], expected, atol=1e-4)
+    assert not torch.allclose(seen["adv"], seen["adv"][:, :1] * mask, atol=1e-3)  # not the response-level GDPO
 
 
 def test_bad_config_fails_early():
