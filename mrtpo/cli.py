@@ -18,6 +18,7 @@ examples:
   mrtpo eval --task sql --base                                # the untrained base policy
   mrtpo runs --task sql                                       # table of finished run folders
   mrtpo plan --task sql --model 7b                            # paper-scale plan, no weights loaded
+  mrtpo diagnose --task sql --model tiny --samples 256        # will MRTPO help? measured before training
 
 Run folders: results/runs/<task>/<model>/<method>[-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
 results/). Checkpoints and final weights: ~/.cache/mrtpo/work/<hash>/ ($MRTPO_CACHE). A run killed midway
@@ -118,6 +119,31 @@ def cmd_plan(args) -> None:
         raise BadRequest(str(exc)) from None
 
 
+def cmd_diagnose(args) -> None:
+    import math
+    from pathlib import Path
+
+    from .diagnose import diagnose, write_json
+    from .paths import results_root
+
+    try:
+        d = diagnose(args.task, args.model, samples=args.samples, beta=args.beta, seed=args.seed)
+    except ValueError as exc:  # unknown task or model, bad beta: one line
+        raise SystemExit(f"mrtpo: error: {exc}") from None
+    out = Path(args.out) if args.out else results_root() / "diagnose" / f"{d['task']}-{d['model']}.json"
+    write_json(d, out)
+    fmt = lambda v: "n/a" if isinstance(v, float) and math.isnan(v) else f"{v:.3f}"  # noqa: E731
+    cols = ("replay_rate", "concentration80", "concentration_x", "check_region_ratio", "entropy_corr")
+    print(f"{'reward':22s} " + " ".join(f"{c:>18s}" for c in cols))
+    for name, r in {**d["rewards"], "all rewards": d["overall"]}.items():
+        print(f"{name:22s} " + " ".join(f"{fmt(r[c]):>18s}" for c in cols))
+    o = d["overall"]
+    print(f"effective K {fmt(o['effective_k'])}; realised s at beta {d['beta']:g}: {fmt(o['s_mean'])} (per step-sized "
+          f"batch: {', '.join(fmt(x) for x in o['s'])}); cross-reward correlation {fmt(o['cross_reward_corr'])}")
+    print("verdict: " + d["verdict"])
+    print(f"{d['samples']} samples in {d['seconds']['total']:.0f} s; written to {out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtpo", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
@@ -146,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="7b")
     p.add_argument("--method", default="mrtpo")
     p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("diagnose", help="measure concentration, check-region ratio, realised s, replay rate and "
+                       "reward-specificity of a policy before training, with the reader's verdict (JSON too)")
+    p.add_argument("--task", required=True)
+    p.add_argument("--model", default="tiny", help="registry name or a local policy folder (default tiny)")
+    p.add_argument("--samples", type=int, default=256, help="responses to sample, in groups of G (default 256)")
+    p.add_argument("--beta", type=float, default=None, help="MRTPO beta for the realised s (default: the registry's)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--out", default=None, help="JSON path (default results/diagnose/<task>-<model>.json)")
+    p.set_defaults(func=cmd_diagnose)
     return parser
 
 

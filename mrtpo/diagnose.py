@@ -49,19 +49,195 @@ def pooled_ratio(q: torch.Tensor, inside: torch.Tensor, mask: torch.Tensor) -> f
 
 def verdict(concentration_x: float, ratio: float, cross_reward_corr: float, entropy_corr: float) -> str:
     """One line: the reader's rule of thumb (PAPER.md §7) on the pooled figures, then reward-specificity."""
-    below = concentration_x < RULE_CONCENTRATION_X and ratio < RULE_RATIO
     figures = f"concentration {concentration_x:.1f}x, check-region ratio {ratio:.2f}x"
-    if below:
+    if math.isnan(concentration_x) or math.isnan(ratio):
+        head = "too few replayed responses with a check region to apply the reader's rule"
+    elif concentration_x < RULE_CONCENTRATION_X and ratio < RULE_RATIO:
         head = (f"{figures}: below {RULE_CONCENTRATION_X:g}x and {RULE_RATIO:g}x, so by the reader's rule expect "
                 "about half a point from MRTPO over GDPO")
-    elif math.isnan(concentration_x) or math.isnan(ratio):
-        head = f"{figures}: not enough replayed responses with a check region to apply the reader's rule"
     else:
-        head = (f"{figures}: at or above the reader's thresholds ({RULE_CONCENTRATION_X:g}x concentration or "
-                f"{RULE_RATIO:g}x ratio), so the rule does not cap MRTPO's gain")
+        passed = " and ".join(x for x, hit in ((f"concentration >= {RULE_CONCENTRATION_X:g}x", concentration_x >= RULE_CONCENTRATION_X),
+                                              (f"ratio >= {RULE_RATIO:g}x", ratio >= RULE_RATIO)) if hit)
+        head = (f"{figures}: {passed}, not below both thresholds, so the reader's rule (about half a point "
+                "below both) does not apply")
     if math.isnan(cross_reward_corr):
         return head + "; reward-specificity unmeasured (fewer than two rewards replayed on a response)"
     specific = "reward-specific" if cross_reward_corr <= SPECIFIC_CORR else "not reward-specific"
     return (f"{head}; profiles {specific} (median cross-reward correlation {cross_reward_corr:.2f}, "
             f"target <= {SPECIFIC_CORR:g}; with entropy {entropy_corr:.2f})"
             + ("" if cross_reward_corr <= SPECIFIC_CORR else ": compare MRTPO with the entropy arm before crediting Z_k"))
+
+
+def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Tensor, mask: torch.Tensor,
+              rewards: torch.Tensor, need: torch.Tensor, q: torch.Tensor, entropy: torch.Tensor, tokenizer,
+              num_generations: int, step_prompts: int, beta: float) -> dict:
+    """Every figure of the diagnosis from sampled, scored and replayed groups (pure given its inputs).
+
+    rows (B): each response's dataset row (G consecutive per prompt); texts (B); completion_ids, mask (B, T);
+    rewards (B, K) with NaN where a reward does not apply; need (B, K): replayed; q (B, K, T); entropy (B, T).
+    The bound s is computed on consecutive batches of ``step_prompts * num_generations`` responses, one
+    training step's batch, with the trainer's composition of advantages.
+    """
+    from .advantages import mrtpo_advantages
+    from .diagnostics import in_region
+    from .relevance import concentration, median_correlations, specificity
+    from .tokenizer import token_char_spans
+
+    names = [f.__name__ for f in task.reward_funcs()]
+    B, K, T = q.shape
+    inside = torch.zeros(B, K, T, dtype=torch.bool)
+    has_region = torch.zeros(B, K, dtype=torch.bool)
+    for j in range(B):
+        n = int(mask[j].sum())
+        spans = token_char_spans(tokenizer, completion_ids[j, :n].tolist())
+        regions = task.check_regions(texts[j], rows[j])
+        for k, name in enumerate(names):
+            if regions.get(name):
+                has_region[j, k] = True
+                inside[j, k, :n] = torch.tensor(in_region(spans, regions[name]), dtype=torch.bool)
+    profiled = need & (q * mask.unsqueeze(1)).sum(-1).gt(0)
+    spec = specificity(q, mask, profiled, entropy)
+    med = median_correlations(spec, names)
+    applicable = ~torch.isnan(rewards)
+
+    def figures(sel: torch.Tensor, k_sel) -> dict:
+        """Concentration and ratio over the profiles ``sel`` (B, K) bool."""
+        qs, ms = q[sel], mask.unsqueeze(1).expand(-1, K, -1)[sel]
+        conc = concentration(qs, ms) if sel.any() else torch.tensor([math.nan])
+        c80 = float(torch.nanmean(conc)) if not torch.isnan(conc).all() else math.nan
+        regioned = sel & has_region
+        return {
+            "replay_rate": float(need[:, k_sel].sum() / applicable[:, k_sel].sum().clamp_min(1)),
+            "profiles": int(sel.sum()),
+            "concentration80": c80,
+            "concentration_x": 0.8 / c80 if c80 == c80 and c80 > 0 else math.nan,
+            "check_region_ratio": pooled_ratio(q[regioned], inside[regioned], mask.unsqueeze(1).expand(-1, K, -1)[regioned]),
+            "mean_q": float((qs * ms).sum() / ms.sum().clamp_min(1)) if sel.any() else math.nan,
+        }
+
+    per_reward = {}
+    for k, name in enumerate(names):
+        sel = torch.zeros_like(profiled)
+        sel[:, k] = profiled[:, k]
+        per_reward[name] = {**figures(sel, [k]), "entropy_corr": med[f"entropy_corr/{name}"],
+                            "groups_nonzero_std": float(need[:, k].reshape(-1, num_generations).any(1).float().mean())}
+    overall = figures(profiled, list(range(K)))
+    overall.update({k: v for k, v in med.items() if "/" not in k})
+    overall["effective_k"] = float(need.float().sum(1).mean())
+    step = step_prompts * num_generations
+    bounds = []
+    for start in range(0, B - step + 1, step):
+        sl = slice(start, start + step)
+        _, stats = mrtpo_advantages(rewards[sl], num_generations, "mrtpo", slice(None), mask=mask[sl], q=q[sl], beta=beta)
+        bounds.append(stats)
+    overall["s"] = [b["s"] for b in bounds]
+    overall["moment_ratio"] = [b["moment_ratio"] for b in bounds]
+    overall["s_mean"] = sum(overall["s"]) / len(bounds) if bounds else math.nan
+    overall["entropy_mean"] = float((entropy * mask).sum() / mask.sum().clamp_min(1))
+    return {"rewards": per_reward, "overall": overall,
+            "verdict": verdict(overall["concentration_x"], overall["check_region_ratio"], overall["cross_reward_corr"],
+                               overall.get("entropy_corr", math.nan))}
+
+
+def score(task, rows: list[dict], texts: list[str]) -> torch.Tensor:
+    """(B, K) rewards of each (row, completion) with the task's verifiers, as TRL calls them; NaN for None."""
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    prompts = [r["prompt"] for r in rows]
+    return torch.tensor([[math.nan if v is None else float(v) for v in f(prompts, completions, **columns)]
+                         for f in task.reward_funcs()], dtype=torch.float32).T
+
+
+def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_generations: int | None = None,
+             step_prompts: int | None = None, beta: float | None = None, max_new_tokens: int | None = None,
+             temperature: float = 1.0, seed: int = 0, chunk_prompts: int = 8) -> dict:
+    """Sample, score, replay and summarise (see the module docstring); returns the JSON-ready diagnosis.
+
+    ``model``: a registry name (the tiny base is built when absent) or a local policy folder (a run's final
+    weights); G, the prompts of one training step, beta and the completion length default to the registry's
+    values for ``model`` (``models.model_spec``: the paper-scale ones for a local folder). Prompts are the first ``samples / G`` training
+    prompts of the synthetic split the tiny runs train on (``data_seed`` 0); sampling uses ``seed``.
+    """
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .advantages import replay_needed
+    from .diagnostics import prompt_ids, record_entropies, sample
+    from .models import is_local_path, model_spec, resolve_model
+    from .replay import relevance
+    from .tasks import get_task
+
+    start = time.perf_counter()
+    if beta is not None and not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta={beta} must lie in [0, 1]")
+    if samples < 2:
+        raise ValueError(f"samples={samples} must be at least one group (>= 2)")
+    task = get_task(task_name)
+    spec = model_spec(task_name, model)
+    G = num_generations or spec.num_generations
+    step_prompts = step_prompts or spec.prompts_per_step
+    beta = spec.mrtpo_beta if beta is None else beta
+    max_new_tokens = max_new_tokens or spec.max_completion_length
+    path = resolve_model(task_name, model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    policy = AutoModelForCausalLM.from_pretrained(path).eval()
+    loaded = time.perf_counter()
+    prompts_rows = list(task.synthetic(max(1, samples // G), seed=0, split="train"))
+
+    rows, texts, ids, entropies = [], [], [], []
+    torch.manual_seed(seed)
+    for i in tqdm(range(0, len(prompts_rows), chunk_prompts), desc="sampling", unit="chunk"):
+        chunk = prompts_rows[i : i + chunk_prompts]
+        with record_entropies(policy, temperature) as steps:
+            groups = sample(policy, tokenizer, [r["prompt"] for r in chunk], n=G, temperature=temperature,
+                            max_new_tokens=max_new_tokens)
+        h = torch.stack(steps, 1)  # (len(chunk) * G, generated positions), rows in sampling order
+        flat = [(r, response) for r, group in zip(chunk, groups) for response in group]
+        for row_index, (r, (response_ids, text)) in enumerate(flat):
+            rows.append(r)
+            texts.append(text)
+            ids.append(response_ids)
+            entropies.append(h[row_index, : len(response_ids)])
+    sampled = time.perf_counter()
+
+    B, T = len(ids), max(1, max(len(x) for x in ids))
+    completion_ids = torch.full((B, T), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(B, T)
+    entropy = torch.zeros(B, T)
+    for j, (x, h) in enumerate(zip(ids, entropies)):
+        completion_ids[j, : len(x)] = torch.tensor(x, dtype=torch.long)
+        mask[j, : len(x)] = 1
+        entropy[j, : len(x)] = h
+    rewards = score(task, rows, texts)
+    need = replay_needed(rewards, G)
+    scored = time.perf_counter()
+    names = [f.__name__ for f in task.reward_funcs()]
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+    blocks = task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": t}] for t in texts], **columns)
+    q, _ = relevance(policy, lambda ps: [prompt_ids(tokenizer, x) for x in ps], tokenizer.pad_token_id,
+                     [r["prompt"] for r in rows], blocks, completion_ids, mask, need, names, temperature=temperature)
+    replayed = time.perf_counter()
+
+    out = {"task": task_name, "model": Path(model).name if is_local_path(model) else model, "samples": B,
+           "prompts": len(prompts_rows), "num_generations": G, "step_prompts": step_prompts, "beta": beta,
+           "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed}
+    out.update(summarise(task, rows, texts, completion_ids, mask, rewards, need, q, entropy, tokenizer, G,
+                         step_prompts, beta))
+    out["seconds"] = {"loading": round(loaded - start, 1), "sampling": round(sampled - loaded, 1), "scoring": round(scored - sampled, 1),
+                      "replay": round(replayed - scored, 1), "total": round(time.perf_counter() - start, 1)}
+    return out
+
+
+def write_json(diagnosis: dict, path: Path) -> None:
+    """The diagnosis as JSON; undefined figures (NaN) become null."""
+    def clean(x):
+        if isinstance(x, float) and math.isnan(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(clean(diagnosis), indent=1) + "\n")

@@ -22,7 +22,9 @@ def test_generation_entropies_equal_a_forward_on_the_sampled_tokens(smoke_policy
     assert generated.shape[0] == 4 and generated.shape[1] >= max(len(ids) for s in samples for ids, _ in s)
     for i, prompt in enumerate(prompts):
         for j, (ids, _) in enumerate(samples[i]):
-            logits = D.response_logits(model, [D.prompt_ids(tok, prompt)], ids)[0]
+            pid = D.prompt_ids(tok, prompt)
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([pid + list(ids)])).logits[0, len(pid) - 1 : len(pid) - 1 + len(ids)]
             expected = token_entropy(logits, temperature=0.7)
             assert torch.allclose(generated[2 * i + j, : len(ids)], expected, atol=1e-4)
     with torch.no_grad():
@@ -46,6 +48,25 @@ def test_verdict_applies_the_readers_rule_and_names_specificity():
     low = verdict(2.9, 1.2, 0.78, 0.59)
     assert "half a point" in low and "not reward-specific" in low and "entropy arm" in low
     high = verdict(3.5, 1.2, 0.1, 0.2)
-    assert "does not cap" in high and "profiles reward-specific" in high
-    assert "does not cap" in verdict(2.0, 2.5, 0.1, 0.2)
+    assert "concentration >= 3x, not below both" in high and "profiles reward-specific" in high
+    assert "ratio >= 2x, not below both" in verdict(2.0, 2.5, 0.1, 0.2)
     assert "unmeasured" in verdict(2.0, 1.0, float("nan"), float("nan"))
+    assert "too few" in verdict(float("nan"), 1.0, 0.5, 0.5)
+
+
+def test_cli_diagnose_writes_json_and_a_verdict(tmp_path, capsys):
+    import json
+
+    from mrtpo.cli import main
+
+    out = tmp_path / "d.json"
+    main(["diagnose", "--task", "sql", "--model", "smoke", "--samples", "16", "--out", str(out)])
+    printed = capsys.readouterr().out
+    d = json.loads(out.read_text())
+    assert d["samples"] == 16 and d["num_generations"] == 8 and d["model"] == "smoke" and set(d["rewards"]) == {"format", "executable", "execution_match"}
+    assert "verdict: " in printed and d["verdict"] in printed
+    for r in d["rewards"].values():
+        assert 0 <= r["replay_rate"] <= 1
+    assert d["overall"]["entropy_mean"] > 0 and len(d["overall"]["s"]) == 0  # 16 samples: less than one step's batch
+    with pytest.raises(SystemExit, match="unknown task"):
+        main(["diagnose", "--task", "nope", "--samples", "16"])
