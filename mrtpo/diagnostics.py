@@ -84,11 +84,14 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     Columns: ``step``, ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value`` (1 satisfied / 0 violated for binary verifiers), ``shift_share`` (share of
     ``sum q`` inside the region the verifier reads), ``token_share`` (that region's share of tokens),
     ``ratio`` (shift_share / token_share, PAPER.md Table 4), ``inside_outside`` (mean q inside / mean q
-    outside), ``concentration80`` and ``think_shift_share`` (share of the shift inside ``<think>``).
-    Profiles are the trainer's ``profiles.jsonl`` rows (``profile_samples``).
+    outside), ``concentration80``, ``think_shift_share`` (share of the shift inside ``<think>``),
+    ``cross_reward_corr`` (median correlation over tokens of this q with the other rewards' q on the same
+    response) and ``entropy_corr`` (correlation of q with the sampling entropy, for profiles that saved it); the
+    two NaN where undefined. Profiles are the trainer's ``profiles.jsonl`` rows (``profile_samples``).
     """
     import pandas as pd
 
+    from .relevance import nan_median, profile_correlation
     from .tasks.base import completion_text
 
     rows = []
@@ -96,6 +99,8 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
         text = completion_text(p["completion"])
         spans = token_char_spans(tokenizer, p["completion_ids"])
         regions = task.check_regions(text, p["example"])
+        profiled = {name: torch.tensor(q) for name, q in p["q"].items() if sum(q) > 0}
+        ones = torch.ones(len(p["completion_ids"]))
         for name, q in p["q"].items():
             if name not in regions or not regions[name] or sum(q) <= 0:
                 continue
@@ -106,9 +111,14 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
                 "shift_share": shift, "token_share": tokens, "ratio": shift / tokens if tokens > 0 else math.nan,
                 "inside_outside": region_ratio(q, spans, regions[name]), "concentration80": concentration(q),
                 "think_shift_share": region_share(q, spans, regions.get("think", []))[0],
+                "cross_reward_corr": nan_median(torch.tensor([float(profile_correlation(profiled[name], other, ones))
+                                                              for o, other in profiled.items() if o != name]))
+                if len(profiled) > 1 else math.nan,
+                "entropy_corr": float(profile_correlation(profiled[name], torch.tensor(p["entropy"]), ones))
+                if "entropy" in p else math.nan,
             })
     columns = ["step", "reward", "label", "reward_value", "shift_share", "token_share", "ratio", "inside_outside",
-               "concentration80", "think_shift_share"]
+               "concentration80", "think_shift_share", "cross_reward_corr", "entropy_corr"]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -143,6 +143,13 @@ def specificity(q: torch.Tensor, mask: torch.Tensor, profiled: torch.Tensor,
     return out
 
 
+def nan_median(x: torch.Tensor) -> float:
+    """Median of x ignoring NaN, the two middle values averaged (as numpy, unlike
+    ``torch.median``); NaN when nothing is left."""
+    x = x[~torch.isnan(x)].to(torch.float32)
+    return float(torch.quantile(x, 0.5)) if x.numel() else float("nan")
+
+
 def median_correlations(spec: dict[str, torch.Tensor], names: list[str] | None = None) -> dict[str, float]:
     """Medians of ``specificity``'s correlations, ignoring undefined ones (NaN).
 
@@ -150,18 +157,14 @@ def median_correlations(spec: dict[str, torch.Tensor], names: list[str] | None =
     ``cross_reward_pairs`` their number; ``entropy_corr``: median over profiled (response, reward) pairs, with
     ``entropy_profiles``; with ``names`` (K), also ``entropy_corr/<name>`` per reward. A median over nothing is NaN.
     """
-    def median(x: torch.Tensor) -> float:
-        x = x[~torch.isnan(x)]
-        return float(x.median()) if x.numel() else float("nan")
-
     cross = spec["cross_reward"]
     upper = torch.triu(torch.ones(cross.shape[1:], dtype=torch.bool, device=cross.device), diagonal=1)
     pairs = cross[:, upper]
-    out = {"cross_reward_corr": median(pairs), "cross_reward_pairs": int((~torch.isnan(pairs)).sum())}
+    out = {"cross_reward_corr": nan_median(pairs), "cross_reward_pairs": int((~torch.isnan(pairs)).sum())}
     if "entropy" in spec:
         ent = spec["entropy"]
-        out["entropy_corr"] = median(ent)
+        out["entropy_corr"] = nan_median(ent)
         out["entropy_profiles"] = int((~torch.isnan(ent)).sum())
         for k, name in enumerate(names or []):
-            out[f"entropy_corr/{name}"] = median(ent[:, k])
+            out[f"entropy_corr/{name}"] = nan_median(ent[:, k])
     return out

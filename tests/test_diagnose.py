@@ -70,3 +70,24 @@ def test_cli_diagnose_writes_json_and_a_verdict(tmp_path, capsys):
     assert d["overall"]["entropy_mean"] > 0 and len(d["overall"]["s"]) == 0  # 16 samples: less than one step's batch
     with pytest.raises(SystemExit, match="unknown task"):
         main(["diagnose", "--task", "nope", "--samples", "16"])
+
+
+def test_localisation_rows_carry_the_specificity_columns(smoke_policy):
+    from mrtpo.tasks import get_task
+
+    _, tok = smoke_policy
+    text = "<think> count rows in city </think> <answer> SELECT name FROM city WHERE pop > 5 </answer>"
+    ids = tok(text, add_special_tokens=False).input_ids
+    g = torch.Generator().manual_seed(0)
+    q = torch.rand(len(ids), generator=g)
+    profile = {"step": 0, "example": {}, "completion": text, "completion_ids": ids, "rewards": {},
+               "q": {"executable": q.tolist(), "execution_match": (2 * q).tolist(), "format": (1 - q).tolist()},
+               "entropy": (3 * q + 1).tolist()}
+    loc = D.localisation([profile], get_task("sql"), tok).set_index("reward")
+    # executable: median of corr with 2q (1) and with 1 - q (-1) is 0; all of them follow the entropy exactly
+    assert loc.loc["executable", "cross_reward_corr"] == pytest.approx(0.0, abs=1e-5)
+    assert loc.loc["format", "cross_reward_corr"] == pytest.approx(-1.0, abs=1e-5)
+    assert loc.loc["execution_match", "entropy_corr"] == pytest.approx(1.0, abs=1e-5)
+    assert loc.loc["format", "entropy_corr"] == pytest.approx(-1.0, abs=1e-5)
+    del profile["entropy"]
+    assert D.localisation([profile], get_task("sql"), tok)["entropy_corr"].isna().all()  # older runs: not saved
