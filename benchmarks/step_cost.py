@@ -1,4 +1,5 @@
-"""Step cost of MRTPO's replay: median step time of mrtpo and joint relative to gdpo, and ours vs TRL's gdpo.
+"""Step cost of MRTPO's replay: median step time of mrtpo, joint and entropy (no replay, entropies read during
+generation) relative to gdpo, and ours vs TRL's gdpo.
 
 One process, one model, the same prompts and seed for every variant; the variants take their steps in
 turn (round robin), so that machine load drifts affect all of them alike. Writes
@@ -26,7 +27,7 @@ from mrtpo.paths import cache_root
 from mrtpo.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("trl-gdpo", "gdpo", "joint", "mrtpo")
+VARIANTS = ("trl-gdpo", "gdpo", "entropy", "joint", "mrtpo")
 
 
 def make_trainer(variant: str, model_path: str, task, dataset, out: Path, steps: int, args):
