@@ -1,6 +1,6 @@
 """``mrtpo diagnose``: will MRTPO help on a task? Measured on a few hundred samples before training.
 
-Samples G responses per held-out prompt from a policy at the training temperature (the groups RL would see),
+Samples G responses per training prompt from a policy at the training temperature (the groups RL would see),
 scores them with the task's verifiers, replays them leave-one-out with the trainer's replay and reports, per
 reward (definitions of PAPER.md §7):
 
@@ -155,8 +155,9 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
 
     ``model``: a registry name (the tiny base is built when absent) or a local policy folder (a run's final
     weights); G, the prompts of one training step, beta and the completion length default to the registry's
-    values for ``model`` (``models.model_spec``: the paper-scale ones for a local folder). Prompts are the first ``samples / G`` training
-    prompts of the synthetic split the tiny runs train on (``data_seed`` 0); sampling uses ``seed``.
+    values for ``model`` (``models.model_spec``: the paper-scale ones for a local folder). Prompts are the first
+    ``samples / G`` training prompts of the synthetic split the tiny runs train on (``data_seed`` 0), what RL
+    would replay; sampling uses ``seed``.
     """
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
