@@ -118,8 +118,9 @@ def build(force: bool = False, smoke: bool = False, html: bool = True) -> Path:
             params.update(entry.get("smoke", {}))
         before, t0 = _trained(), time.perf_counter()
         try:
+            with open(log, "a") as f:  # written to the file itself: under pytest, print does not reach fd 1
+                f.write(f"\n===== {entry['name']} {params}\n")
             with _to_log(log):
-                print(f"\n===== {entry['name']} {params}", flush=True)
                 execute(entry["name"], params)
         except Exception:
             print(f"[book] {entry['name']} FAILED; the last lines of {log.relative_to(ROOT)}:\n{_tail(log)}", flush=True)
