@@ -46,7 +46,8 @@ for task in tasks:
 rates = pd.DataFrame(rates).set_index("task")
 shared = ["pairs replayed (all)", "effective K", "replay share of step"]
 per_reward = rates.drop(columns=shared).apply(lambda r: ", ".join(f"{k} {v:.2f}" for k, v in r.dropna().items()), axis=1)
-display(rates[shared].round(3).assign(**{"replayed, per reward": per_reward}))
+with pd.option_context("display.max_colwidth", None):  # the whole text, not cut with "..."
+    display(rates[shared].round(3).assign(**{"replayed, per reward": per_reward}))
 
 # %%
 fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", ylabel="median step time / GDPO's", title="step cost (benchmark)")

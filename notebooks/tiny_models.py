@@ -33,7 +33,8 @@ import pandas as pd
 from mrtpo import report
 
 criteria = pd.read_csv(report.RESULTS / "tiny_models.csv")
-display(criteria.set_index(["task", "criterion"]))
+with pd.option_context("display.max_colwidth", None):  # the whole notes, not cut with "..."
+    display(criteria.set_index(["task", "criterion"]))
 
 # %%
 met = criteria.groupby("task")["met"].agg(lambda x: f"{int(x.astype(str).str.lower().eq('true').sum())}/{len(x)}")
