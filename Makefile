@@ -10,7 +10,7 @@ ifneq ($(wildcard $(NLTK_DIR)),)
 export NLTK_DATA := $(NLTK_DIR)
 endif
 
-.PHONY: install test book reproduce bench clean
+.PHONY: install test book book-check reproduce bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(STAMP)
 
 book: $(STAMP)
 	$(BIN)/python -m mrtpo.book build
+
+# every rendered page in headless Chromium: screenshots in _build/screenshots/, fails on what a reader should not see
+book-check: $(STAMP)
+	$(BIN)/python -m mrtpo.book check
 
 reproduce: $(STAMP)
 	$(BIN)/python -m mrtpo.book build --force

@@ -26,7 +26,7 @@ from .replay import replay_hidden
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
-           "prompt_ids", "localisation", "profile_example", "record_entropies"]
+           "prompt_ids", "localisation", "profile_example", "profile_tokens", "record_entropies"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -120,6 +120,24 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     columns = ["step", "reward", "label", "reward_value", "shift_share", "token_share", "ratio", "inside_outside",
                "concentration80", "think_shift_share", "cross_reward_corr", "entropy_corr"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def profile_tokens(profile: dict, task, tokenizer) -> dict:
+    """A saved profile (a row of the trainer's ``profiles.jsonl``) in :func:`profile_example`'s form:
+    ``{"text", "tokens", "q", "regions"}``, ready for ``plots.RelevanceText``."""
+    from .tasks.base import completion_text
+
+    text = completion_text(profile["completion"])
+    ids = profile["completion_ids"]
+    spans = token_char_spans(tokenizer, ids)
+    regions = task.check_regions(text, profile["example"])
+    return {
+        "text": text,
+        "tokens": [tokenizer.decode([i]) for i in ids],
+        "q": profile["q"],
+        "regions": {name: [i for i, inside in enumerate(in_region(spans, regions.get(name, []))) if inside]
+                    for name in profile["q"]},
+    }
 
 
 @torch.no_grad()

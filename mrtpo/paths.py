@@ -34,3 +34,9 @@ def cache_root() -> Path:
 def data_root() -> Path:
     """Real benchmark files: ``$MRTPO_DATA_DIR`` or ``../shared/data``."""
     return Path(os.environ.get("MRTPO_DATA_DIR", ROOT.parent / "shared" / "data"))
+
+
+def portable(text: str) -> str:
+    """``text`` with the cache root written ``$MRTPO_CACHE`` and the home folder ``~``: committed run files
+    (summaries, profiles) name files of the cache without naming the machine that wrote them."""
+    return text.replace(str(cache_root()), "$MRTPO_CACHE").replace(str(Path.home()), "~")

@@ -3,8 +3,6 @@ it under ``results/figures/`` so that the book and the repository show the same 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt  # in notebooks the inline backend shows every figure; headless runs use Agg
 import numpy as np
 import pandas as pd
@@ -13,15 +11,16 @@ import seaborn as sns
 sns.set_theme(style="whitegrid", context="notebook")
 
 
-def save(fig, name: str) -> Path:
-    """Write ``fig`` to ``<results>/figures/<name>.png`` (150 dpi; ``$MRTPO_RESULTS`` moves it) and return the path."""
+def save(fig, name: str) -> None:
+    """Write ``fig`` to ``<results>/figures/<name>.png`` (150 dpi; ``$MRTPO_RESULTS`` moves the results root).
+
+    Returns nothing, so that a notebook cell ending in ``save`` shows the figure and not a path of the machine.
+    """
     from .paths import results_root
 
     folder = results_root() / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.png"
-    fig.savefig(path, dpi=150, bbox_inches="tight")
-    return path
+    fig.savefig(folder / f"{name}.png", dpi=150, bbox_inches="tight")
 
 
 def empty(message: str):
@@ -32,28 +31,130 @@ def empty(message: str):
     return fig
 
 
-def relevance_heatmap(tokens: list[str], q: dict[str, list[float]], regions: dict[str, list[int]] | None = None,
-                      title: str = "", max_tokens: int = 80):
-    """Heat map of q_{k,t}: one row per reward, one column per response token (labels = the tokens).
+class RelevanceText:
+    """Token relevance as coloured text: the response once per reward, each token's background shaded by q_{k,t}
+    (one colour scale for every row, 0 to the largest q shown), the tokens the reward's verifier reads underlined.
 
-    ``regions`` (reward -> token indices its verifier reads) are outlined, so that the reader sees whether
-    the shift lands where the checker reads.
+    In a notebook it displays as HTML that wraps at the page's width, so every token stays readable however
+    long the response; ``figure()`` draws the same as a matplotlib figure (the PNG for papers, ``save``).
+    ``q``: reward -> [q_t]; ``regions``: reward -> token indices its verifier reads; ``labels``: reward -> the
+    line's heading (default: the reward's name).
     """
-    names = list(q)
-    T = min(len(tokens), max_tokens)
-    data = np.array([q[n][:T] for n in names])
-    fig, ax = plt.subplots(figsize=(max(8, 0.22 * T), 0.6 * len(names) + 1.6))
-    sns.heatmap(data, ax=ax, cmap="magma_r", vmin=0, vmax=max(1e-6, float(data.max())),
-                cbar_kws={"label": "q = sqrt(JS / ln 2)"}, xticklabels=[t.replace("\n", "⏎") for t in tokens[:T]],
-                yticklabels=names)
-    for row, name in enumerate(names):
-        for t in (regions or {}).get(name, []):
-            if t < T:
-                ax.add_patch(plt.Rectangle((t, row), 1, 1, fill=False, edgecolor="#1f77b4", lw=1.2))
-    ax.set_xlabel("response token (outlined: the region this reward's verifier reads)")
-    ax.set_ylabel("reward k")
-    ax.tick_params(axis="x", labelsize=7, rotation=90)
-    ax.set_title(title)
+
+    def __init__(self, tokens: list[str], q: dict[str, list[float]], regions: dict[str, list[int]] | None = None,
+                 title: str = "", labels: dict[str, str] | None = None):
+        self.tokens, self.q, self.title = list(tokens), {k: list(v)[: len(tokens)] for k, v in q.items()}, title
+        self.regions = {k: set(v) for k, v in (regions or {}).items()}
+        self.labels = {k: (labels or {}).get(k, k) for k in self.q}
+        self.vmax = max([max(v, default=0.0) for v in self.q.values()] + [1e-6])
+
+    @classmethod
+    def from_profile(cls, profile: dict, task, tokenizer, title: str = "") -> "RelevanceText":
+        """A profile the trainer saved (a row of ``profiles.jsonl``): each line headed by the reward, what it
+        checks in this example (``task.reward_label``) and the reward it got."""
+        from .diagnostics import profile_tokens
+
+        view = profile_tokens(profile, task, tokenizer)
+        labels = {}
+        for name in view["q"]:
+            what = task.reward_label(name, profile["example"])
+            value = profile["rewards"].get(name)
+            labels[name] = (f"{name}{f' ({what})' if what != name else ''}: reward "
+                            f"{'not applicable' if value is None else f'{value:g}'}")
+        return cls(view["tokens"], view["q"], view["regions"], title=title or f"a saved profile (step {profile['step']})",
+                   labels=labels)
+
+    @staticmethod
+    def _shown(token: str) -> str:
+        return token.replace("\n", "⏎")
+
+    def _rgba(self, value: float) -> tuple[float, float, float, float]:
+        return plt.get_cmap("YlOrRd")(0.85 * value / self.vmax)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = []
+        for name, values in self.q.items():
+            spans = []
+            for t, (token, value) in enumerate(zip(self.tokens, values)):
+                r, g, b, _ = self._rgba(value)
+                line = "text-decoration:underline 2px #1f5fbf;text-underline-offset:3px;" if t in self.regions.get(name, ()) else ""
+                spans.append(f'<span title="q={value:.4f}" style="background:rgb({r * 255:.0f},{g * 255:.0f},'
+                             f'{b * 255:.0f});{line}">{escape(self._shown(token))}</span>')
+            rows.append(f'<div style="margin:0.3em 0"><div style="font-weight:600">{escape(self.labels[name])} '
+                        f'<span style="font-weight:400;color:#555">(mean q {sum(values) / max(1, len(values)):.4f})'
+                        f'</span></div><div style="font-family:monospace;white-space:pre-wrap;overflow-wrap:anywhere;'
+                        f'line-height:1.7">{"".join(spans)}</div></div>')
+        ramp = "".join(f'<span style="background:rgba({", ".join(f"{c * 255:.0f}" for c in self._rgba(self.vmax * i / 8)[:3])})">'
+                       f'&nbsp;&nbsp;</span>' for i in range(9))
+        legend = (f'<div style="color:#555;font-size:0.9em">shade: q from 0 {ramp} to {self.vmax:.4f} (hover a token '
+                  f'for its value); <span style="text-decoration:underline 2px #1f5fbf">underlined</span>: the tokens '
+                  f'this reward\'s verifier reads</div>')
+        title = f'<div style="font-weight:600;font-size:1.05em">{escape(self.title)}</div>' if self.title else ""
+        return f'<div class="relevance-text">{title}{legend}{"".join(rows)}</div>'
+
+    def save(self, name: str) -> None:
+        """Write the PNG rendering to ``<results>/figures/<name>.png`` (see :func:`save`); the page keeps the HTML."""
+        fig = self.figure()
+        save(fig, name)
+        plt.close(fig)  # or the notebook would show the PNG under the HTML rendering
+
+    def figure(self, width_chars: int = 90):
+        """The same rendering as a matplotlib figure: monospace text wrapped at ``width_chars`` characters."""
+        lines = []  # (row label or None, [(column, token, value, underlined)])
+        for name, values in self.q.items():
+            lines.append((self.labels[name], []))
+            col, current = 0, []
+            for t, (token, value) in enumerate(zip(self.tokens, values)):
+                text = self._shown(token)
+                if col + len(text) > width_chars and current:
+                    lines.append((None, current))
+                    col, current = 0, []
+                current.append((col, text, value, t in self.regions.get(name, ())))
+                col += len(text)
+            lines.append((None, current))
+        char_in = 0.075  # inches per character; a monospace glyph is ~0.6 em wide, so the font is sized to fit
+        height = 0.26 * len(lines) + 0.45
+        fig = plt.figure(figsize=(char_in * width_chars + 0.2, height))
+        ax = fig.add_axes((0.1 / (char_in * width_chars + 0.2), 0.0, char_in * width_chars / (char_in * width_chars + 0.2),
+                           1 - 0.45 / height))
+        size = char_in * 72 / 0.6
+        ax.set_xlim(0, width_chars)
+        ax.set_ylim(len(lines), 0)
+        for y, (label, tokens) in enumerate(lines):
+            if label is not None:
+                ax.text(0, y + 0.75, label, fontsize=size, fontweight="bold")
+            for col, text, value, underlined in tokens:
+                ax.add_patch(plt.Rectangle((col, y + 0.1), len(text), 0.85, color=self._rgba(value), lw=0))
+                ax.text(col, y + 0.75, text, fontsize=size, family="monospace")
+                if underlined:
+                    ax.plot([col, col + len(text)], [y + 0.97, y + 0.97], color="#1f5fbf", lw=1.2)
+        ax.set_axis_off()
+        ax.set_title(f"{self.title} (shade: q, 0 to {self.vmax:.4f}; underlined: tokens the verifier reads)",
+                     fontsize=size, loc="left")
+        return fig
+
+
+def acceptance(criteria: pd.DataFrame):
+    """Each acceptance criterion of the tiny bases as measured / target, one bar per (task, criterion), on a log
+    scale with the threshold at 1, coloured by whether it was met (an upper bound such as a time budget is met
+    below 1). Criteria without a numeric target (``> 0``) are left to the table."""
+    target = pd.to_numeric(criteria["target"].astype(str).str.extract(r"([\d.]+)")[0], errors="coerce")
+    ratio = (pd.to_numeric(criteria["value"], errors="coerce") / target).replace([np.inf, -np.inf], np.nan)
+    df = criteria.assign(ratio=ratio, met=criteria["met"].astype(str).str.lower().eq("true")).dropna(subset=["ratio"])
+    df = df[df["ratio"] > 0]
+    if df.empty:
+        return empty("no criterion with a numeric target")
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(df) + 1.3))
+    labels = [f"{t}: {c}" for t, c in zip(df["task"], df["criterion"])]
+    ax.barh(labels, df["ratio"], color=["#2e7d32" if m else "#c62828" for m in df["met"]])
+    ax.axvline(1.0, color="black", lw=1)
+    ax.set_xscale("log")
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=9)
+    ax.set_xlabel("measured / target (log scale; 1 = the threshold)")
+    ax.set_title("tiny bases: acceptance criteria (green: met, red: not met)")
     fig.tight_layout()
     return fig
 
@@ -69,6 +170,29 @@ def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel
     sns.stripplot(df, x=x, y=y, hue=hue, dodge=hue is not None, jitter=False, size=4, ax=ax, legend=False, **dots)
     ax.set_ylabel(ylabel or y)
     ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def verdict_chart(verdicts: pd.DataFrame, clip: float = 8.0):
+    """Each claim's measured effect in standard errors (``z`` of ``report.verdicts``), with the ±2 band inside
+    which a claim is neither reproduced nor contradicted; bars past ``clip`` are cut there and labelled."""
+    colours = {"reproduced": "#2e7d32", "contradicted": "#c62828"}
+    from textwrap import fill
+
+    fig, ax = plt.subplots(figsize=(8, 0.75 * len(verdicts) + 1.2))
+    z = verdicts["z"].fillna(0.0).clip(-clip, clip)
+    labels = [f"{s}: {fill(c, 34)}" for c, s in zip(verdicts["claim"], verdicts["source"])]
+    ax.barh(labels, z, color=[colours.get(v, "#9e9e9e") for v in verdicts["verdict"]])
+    ax.axvspan(-2, 2, color="#eeeeee", zorder=0)
+    for y, (shown, real) in enumerate(zip(z, verdicts["z"])):
+        ax.text(shown + (0.15 if shown >= 0 else -0.15), y, "no runs" if real != real else f"{real:+.2f}",
+                va="center", ha="left" if shown >= 0 else "right", fontsize=9)
+    ax.set_xlim(-clip - 1.5, clip + 1.5)
+    ax.invert_yaxis()
+    ax.tick_params(axis="y", labelsize=9)
+    ax.set_xlabel("ours, in standard errors of the claimed effect\n(grey band: within ±2, not reproduced)")
+    ax.set_title("the paper's claims at the tiny scale\n(green: reproduced, red: contradicted)", fontsize=11)
     fig.tight_layout()
     return fig
 

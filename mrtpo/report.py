@@ -5,6 +5,7 @@ the paper's numbers beside them. No number here is typed by hand: everything com
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pandas as pd
@@ -12,7 +13,7 @@ from tqdm.auto import tqdm
 
 from . import runs as runner
 from .paths import SHIPPED
-from .results import Run
+from .results import Run, run_folders
 from .tasks import get_task
 
 #: the paper's reported numbers, as data (shipped with the repository)
@@ -62,11 +63,12 @@ def evaluations(runs: list[Run]) -> pd.DataFrame:
 
 def summary(df: pd.DataFrame, metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
             by: str = "method") -> pd.DataFrame:
-    """Mean ± std over seeds of one metric, one row per ``by`` value, in first-seen order."""
+    """Mean, std and standard error ``se = std / sqrt(seeds)`` over seeds of one metric, one row per ``by`` value,
+    in first-seen order. With one seed there is no spread: std and se are NaN (shown as "—"), never 0."""
     sel = df[(df.metric == metric) & (df.benchmark == benchmark) & (df.decoding == decoding)]
     order = list(dict.fromkeys(sel[by]))
     out = sel.groupby(by)["value"].agg(mean="mean", std="std", seeds="count").reindex(order)
-    out["std"] = out["std"].fillna(0.0)
+    out["se"] = out["std"] / out["seeds"] ** 0.5
     return out.reset_index()
 
 
@@ -103,12 +105,65 @@ def replay_rates(m: pd.DataFrame) -> dict[str, float]:
     return row
 
 
+def relevance_text(run: Run, profile: dict | None = None):
+    """One profile the run saved, as coloured text (``plots.RelevanceText``); by default the one where the most
+    rewards moved the policy (the latest among those). None when the run saved no profiles."""
+    from .plots import RelevanceText
+
+    profiles = run.profiles()
+    if profile is None and profiles:
+        profile = max(reversed(profiles), key=lambda p: sum(sum(q) > 0 for q in p["q"].values()))
+    if profile is None:
+        return None
+    return RelevanceText.from_profile(profile, get_task(run.config["config"]["task"]), run.tokenizer())
+
+
 def localisation(run: Run) -> pd.DataFrame:
     """Where each reward's shift lands in a run's saved profiles (``diagnostics.localisation`` with the run's
     task and tokenizer)."""
     from .diagnostics import localisation as localise
 
     return localise(run.profiles(), get_task(run.config["config"]["task"]), run.tokenizer())
+
+
+#: our method names -> the paper's row names in ``results/paper/*.csv``
+PAPER_METHOD = {"grpo": "GRPO", "gdpo": "GDPO", "mrtpo": "MRTPO", "joint": "joint replay",
+                "shuffled": "shuffled positions", "mrtpo+saw": "MRTPO + SAW"}
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    """A number as text, "—" where there is none (None or NaN)."""
+    return "—" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def estimate(mean: float, spread: float | None = None, digits: int = 3) -> str:
+    """``mean ± spread`` as text, with "—" for a spread there is not (one seed; the paper reports none)."""
+    return "—" if mean is None or mean != mean else f"{number(mean, digits)} ± {number(spread, digits)}"
+
+
+def beside_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: dict[str, tuple[str, str | None]],
+                 key: str = "method", digits: int = 3) -> pd.DataFrame:
+    """Ours and the paper's numbers in one table, one row per ``key`` value of ``ours``.
+
+    ``columns``: heading -> (mean column, s.e. column or None) of ``ours``, shown as ``mean ± s.e.``. The paper's
+    ``score`` (± its reported ``std``) gets one column per paper model (and metric, when ``paper`` has several),
+    matched to our rows through :data:`PAPER_METHOD`; "—" where the paper has no such row. ``seeds`` is kept.
+    """
+    rows = ours.reset_index(drop=True)
+    out = pd.DataFrame(index=pd.Index(rows[key], name=key))
+    if "seeds" in rows:
+        out["seeds"] = rows["seeds"].to_numpy()
+    for heading, (mean, se) in columns.items():
+        out[heading] = [estimate(m, s, digits) for m, s in zip(rows[mean], rows[se] if se else [None] * len(rows))]
+    groups = ["model"] + (["metric"] if "metric" in paper and paper["metric"].nunique() > 1 else [])
+    for names, part in paper.groupby(groups, sort=False):
+        names = names if isinstance(names, tuple) else (names,)
+        by = part.set_index("method")
+        spread = by["std"] if "std" in by else pd.Series(float("nan"), index=by.index)
+        out[f"paper: {', '.join(map(str, names))} (± std)"] = [
+            estimate(by.at[PAPER_METHOD.get(k, k), "score"], spread.get(PAPER_METHOD.get(k, k)), 2)
+            if PAPER_METHOD.get(k, k) in by.index else "—" for k in rows[key]]
+    return out
 
 
 def paper(name: str) -> pd.DataFrame:
@@ -131,6 +186,14 @@ def gap(table) -> str:
             f"best method here: {t['temp1_mean'].idxmax()}")
 
 
+def main_view(table: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:
+    """A main table as its page shows it: per method, the seeds, ours (held-out answer metric at temperature 1,
+    ± s.e. over seeds), the evaluation's own binomial s.e., and the paper's ``paper_rows`` beside them."""
+    view = beside_paper(table, paper_rows, {"ours: held-out, temperature 1 (± s.e.)": ("temp1_mean", "temp1_se")})
+    view.insert(2, "evaluation s.e.", [f"{se:.3f}" for se in table["temp1_eval_se"]])
+    return view
+
+
 def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo")):
     """Main-table runs of one task: (table, evaluations, figure). The table has one row per method with the
     held-out answer metric at temperature 1 (mean ± std over seeds) and greedy."""
@@ -139,7 +202,7 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     runs = grid(task, methods, model, seeds, steps, force)
     evals = evaluations(runs)
     metric = answer_metric(task)
-    table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std"})
+    table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std", "se": "temp1_se"})
     greedy = summary(evals, metric, decoding="greedy")[["method", "mean"]].rename(columns={"mean": "greedy"})
     table = table.merge(greedy, on="method")
     # sampling noise of one evaluation: binomial standard error over prompts x samples (a lower bound, since
@@ -150,3 +213,113 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}")
     plots.save(fig, f"main_table_{task}_{model}")
     return table, evals, fig
+
+
+# ----------------------------------------------------------------------------------------------------
+# the landing page: the paper's claims against the committed runs
+
+
+def finished(task: str, method: str, model: str = "tiny", **overrides) -> list[Run]:
+    """Every finished run of ``method`` on ``task`` at the registry's settings, one per seed found; never trains."""
+    label = runner.resolve(task, method, model, **overrides).label
+    seeds = sorted({json.loads((p / "config.json").read_text())["config"]["seed"]
+                    for p in run_folders(task) if p.parent.name == model and p.name.startswith(f"{label}-")})
+    return [r for s in seeds if (r := runner.find(task, method, model, seed=s, **overrides)) is not None]
+
+
+def method_mean(runs: list[Run], metric: str) -> tuple[float, float, int]:
+    """(mean, s.e., seeds) of the held-out ``metric`` at temperature 1 over these runs. The s.e. is the spread
+    over seeds (std / sqrt(seeds)) from two seeds on; with one seed, the evaluation's binomial s.e.
+    sqrt(p (1 - p) / (prompts x samples)), a lower bound."""
+    evals = evaluations(runs)
+    row = summary(evals, metric).iloc[0]
+    if row["seeds"] >= 2:
+        return float(row["mean"]), float(row["se"]), int(row["seeds"])
+    draws = runs[0].config["config"]["eval_samples"] * int(evals["n_prompts"].iloc[0])
+    return float(row["mean"]), (row["mean"] * (1 - row["mean"]) / draws) ** 0.5, 1
+
+
+def verdict(z: float, contradicted_below: float = -2.0) -> str:
+    """The claim's direction measured ``z`` standard errors away from no effect: reproduced at z >= 2,
+    contradicted at z <= -2, otherwise not reproduced (the difference is within the noise)."""
+    if z != z:
+        return "not measured"
+    return "reproduced" if z >= 2 else "contradicted" if z <= contradicted_below else "not reproduced (within noise)"
+
+
+def _paper_gap(name: str, better: str, worse: str, metric: str | None = None) -> str:
+    df = paper(name)
+    if metric is not None:
+        df = df[df.metric == metric]
+    keys = [k for k in ("model", "metric") if k in df and df[k].nunique() > 1]
+    gaps = {}
+    for names, part in (df.groupby(keys, sort=False) if keys else [((), df)]):
+        by = part.set_index("method")["score"]
+        names = names if isinstance(names, tuple) else (names,)
+        gaps[", ".join(map(str, names))] = by[better] - by[worse]
+    if len(gaps) > 2:
+        return f"{min(gaps.values()):+.2f} to {max(gaps.values()):+.2f} points ({len(gaps)} models x benchmarks)"
+    return "; ".join(f"{g:+.2f}" + (f" ({k})" if k else "") for k, g in gaps.items()) + " points"
+
+
+def verdicts(model: str = "tiny") -> pd.DataFrame:
+    """The paper's headline claims, each against this repository's finished runs of ``model`` (nothing is
+    trained here): claim, source (the paper's table or figure), the paper's number, ours (with the standard
+    errors it is measured in), ``z`` (ours in standard errors of the claimed effect), the verdict
+    (:func:`verdict`) and the book page (notebook name) that shows it."""
+    rows = []
+
+    def add(claim, source, paper_says, ours, z):
+        name, page = source.split("|")
+        rows.append({"claim": claim, "source": name, "paper": paper_says, "ours": ours, "z": z, "verdict": verdict(z),
+                     "page": page})
+
+    def gap(task, better, worse):
+        a, b = finished(task, better, model), finished(task, worse, model)
+        if not a or not b:
+            return "no runs", math.nan
+        (ma, sa, na), (mb, sb, nb) = method_mean(a, answer_metric(task)), method_mean(b, answer_metric(task))
+        z = (ma - mb) / (sa ** 2 + sb ** 2) ** 0.5 if sa or sb else math.nan
+        return (f"{ma - mb:+.3f} {answer_metric(task)} ({better} {estimate(ma, sa)}, {na} seed{'s' * (na > 1)}; "
+                f"{worse} {estimate(mb, sb)}, {nb} seed{'s' * (nb > 1)})"), z
+
+    for task, what, name, page, metric in (
+            ("sql", "text-to-SQL", "table1_text_to_sql", "Table 1", "six-benchmark avg execution accuracy"),
+            ("if", "instruction following", "table2_instruction_following", "Table 2", None),
+            ("tool", "tool calling", "table3_tool_calling", "Table 3", None)):
+        ours, z = gap(task, "mrtpo", "gdpo")
+        add(f"MRTPO above GDPO ({what})", f"{page}|{name}", _paper_gap(name, "MRTPO", "GDPO", metric), ours, z)
+    ours, z = gap("sql", "mrtpo", "joint")
+    add("per-reward replay above joint replay (text-to-SQL)", "Table 5|table5_ablation",
+        _paper_gap("table5_ablation", "MRTPO", "joint replay"), ours, z)
+
+    runs = finished("if", "mrtpo", model)
+    loc = localisation(runs[0]) if runs else pd.DataFrame()
+    if len(loc) > 1:
+        diff = loc["shift_share"] - loc["token_share"]
+        ratio = loc["shift_share"].mean() / loc["token_share"].mean()
+        z = diff.mean() / (diff.std() / len(diff) ** 0.5) if diff.std() > 0 else math.nan
+        ours = (f"ratio {ratio:.2f}: {100 * loc['shift_share'].mean():.1f}% of the shift on "
+                f"{100 * loc['token_share'].mean():.1f}% of the tokens ({len(loc)} profiles)")
+    else:
+        ours, z = "no saved profiles", math.nan
+    t4 = paper("table4_localization").set_index("constraint_state")["ratio"]
+    groups = t4[t4.index.str.startswith("all ")]
+    add("each constraint's shift lands where its checker reads (instruction following)", "Table 4|table4_localization",
+        f"ratio {groups.min():g} to {groups.max():g} (all constraints); {t4['end phrase']:g} (end phrase)", ours, z)
+
+    runs = finished("sql", "mrtpo", model)
+    f6 = paper("fig6_concentration").set_index("task")
+    low, high = f6.at["text-to-SQL", "tokens_for_80pct_low"], f6.at["text-to-SQL", "tokens_for_80pct_high"]
+    conc = (localisation(runs[0])["concentration80"].dropna()
+            if runs else pd.Series(dtype=float))
+    if len(conc) > 1:
+        m, se = conc.mean(), conc.std() / len(conc) ** 0.5
+        # the claim: concentrated (well below uniform's 0.8); z measures the distance from uniform
+        z = (0.8 - m) / se if se > 0 else math.nan
+        ours = f"{100 * m:.1f}% ± {100 * se:.1f} of the tokens hold 80% of the shift (uniform: 80%; {len(conc)} profiles)"
+    else:
+        ours, z = "no saved profiles", math.nan
+    add("a reward's shift is concentrated on few tokens (text-to-SQL)", "Figure 6|fig6_concentration",
+        f"{low:g}–{high:g}% of the tokens hold 80% of the shift", ours, z)
+    return pd.DataFrame(rows)

@@ -80,7 +80,8 @@ def run_folders(task: str | None = None) -> list[Path]:
 
 
 def runs_table(task: str | None = None):
-    """One row per run folder: task, model, method, mrtpo_beta, seed, steps, train time, and its path."""
+    """One row per run folder: task, model, method, mrtpo_beta, seed, steps, train time, and its path under the
+    results root."""
     import pandas as pd
 
     rows = []
@@ -89,5 +90,5 @@ def runs_table(task: str | None = None):
         summary = json.loads((p / "summary.json").read_text())
         rows.append({"task": cfg["task"], "model": cfg["model"], "method": cfg["method"] + ("+saw" if cfg["saw"] else ""),
                      "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
-                     "train_s": summary["train_runtime_s"], "path": str(p)})
+                     "train_s": summary["train_runtime_s"], "path": p.relative_to(results_root()).as_posix()})
     return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "path"])

@@ -34,7 +34,7 @@ from .config import RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
 from .manifest import check_writable, write_manifest
 from .models import model_spec, resolve_model
-from .paths import cache_root, data_root, results_root
+from .paths import cache_root, data_root, portable, results_root
 from .results import Run
 from .tasks import get_task
 
@@ -225,8 +225,8 @@ def train(cfg: RunConfig, work: Path) -> dict:
         "weights_sha256": weights_hash(trainer.model),
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
         "resumed_from_step": int(resume.name.split("-")[1]) if resume else None,
-        "base_model": str(path),
-        "work_dir": str(work),
+        "base_model": portable(str(path)),
+        "work_dir": portable(str(work)),
         "log_history": trainer.state.log_history,
     }
 
@@ -280,7 +280,7 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
         # fixed column order: a resumed run reads its early rows back from trainer_state.json with sorted keys
         metrics[["step"] + sorted(c for c in metrics.columns if c != "step")].to_csv(tmp / "metrics.csv", index=False)
         if (work / "trainer" / "profiles.jsonl").exists():
-            shutil.copy(work / "trainer" / "profiles.jsonl", tmp / "profiles.jsonl")
+            (tmp / "profiles.jsonl").write_text(portable((work / "trainer" / "profiles.jsonl").read_text()))
         copy_tokenizer(work / "final", tmp / "tokenizer")
         recipe = base_path(cfg) / "mrtpo_recipe.json"  # the tiny base's warm-up mix travels with the run
         if recipe.exists():

@@ -39,22 +39,26 @@ import pandas as pd
 from mrtpo import plots, report
 
 plan = report.check_model(tasks[0], model)
-frames, recipes = [], {}
+frames, recipes, runs = [], {}, {}
 for task in tasks:
-    run = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
+    run = runs[task] = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
     loc = report.localisation(run)
     frames.append(loc.assign(task=task))
     recipes[task] = run.base_recipe["recipe"]["noise"] if run.base_recipe else "paper checkpoint"
 loc = pd.concat(frames, ignore_index=True)
 
 # %%
-table = loc.groupby(["task", "reward"]).agg(
-    responses=("step", "count"), tokens_for_80pct=("concentration80", "mean"), shift_in_check_region=("shift_share", "mean"),
-    check_region_token_share=("token_share", "mean"), check_region_ratio=("ratio", "mean"), shift_in_think=("think_shift_share", "mean"),
-).reset_index()
-display(table.round(3))
-display(report.paper("fig6_concentration"))
-print("warm-up noise mix of each tiny base:", json.dumps(recipes, indent=1))
+table = loc.groupby(["task", "reward"]).agg(**{
+    "responses": ("step", "count"), "tokens holding 80% of the shift": ("concentration80", "mean"),
+    "check-region ratio": ("ratio", "mean"), "shift in <think>": ("think_shift_share", "mean"),
+}).reset_index()
+f6 = report.paper("fig6_concentration").set_index("task")
+paper_task = {"sql": "text-to-SQL", "tool": "tool calling"}  # the paper's Fig. 6 has no instruction following
+table["paper: tokens holding 80%"] = [
+    f"{f6.at[paper_task[t], 'tokens_for_80pct_low'] / 100:.3f}–{f6.at[paper_task[t], 'tokens_for_80pct_high'] / 100:.3f}"
+    if t in paper_task else "—" for t in table["task"]]
+display(table.round(3).set_index(["task", "reward"]))
+print("warm-up noise mix of each tiny base:", json.dumps(recipes))
 
 # %%
 fig = plots.method_bars(loc, "reward", "concentration80", hue="task", ylabel="share of tokens holding 80% of the shift",
@@ -64,6 +68,16 @@ fig.tight_layout()
 plots.save(fig, f"fig6_concentration_{model}")
 
 # %% [markdown]
+# Where the shift lands on one response: a profile the first task's run saved (where the most rewards moved
+# the policy), each reward's line shaded by its q, the tokens its verifier reads underlined.
+
+# %%
+shown = report.relevance_text(runs[tasks[0]])
+if shown is not None:
+    shown.save(f"fig6_profile_{tasks[0]}_{model}")
+    display(shown)
+
+# %% [markdown]
 # **Reading the figure.** Lower is more concentrated. PAPER.md §6.1 asks for check-region ratios and region
-# shares for every task: `check_region_ratio` > 1 means the shift favours the tokens the verifier reads;
-# `shift_in_think` shows how much of it lands in the reasoning instead.
+# shares for every task: a check-region ratio > 1 means the shift favours the tokens the verifier reads;
+# "shift in <think>" shows how much of it lands in the reasoning instead.

@@ -34,15 +34,20 @@ import pandas as pd
 from mrtpo import plots, report
 
 bench = pd.read_csv(report.RESULTS / "bench" / "step_cost.csv")
-display(bench)
+display(bench[["variant", "task", "median_step_s", "ratio_to_gdpo", "replay_share", "effective_k"]].round(3).set_index("variant"))
+print("measured on:", "; ".join(bench[["device", "machine", "model"]].drop_duplicates().astype(str).agg(", ".join, axis=1)),
+      f"({bench['prompts_x_generations'].iloc[0]} per step, completions up to {bench['max_completion'].iloc[0]} tokens)")
 
 # %%
 rates = []
 for task in tasks:
     m = report.metrics(report.grid(task, ["mrtpo"], model, seeds, steps, force))
     rates.append({"task": task, **report.replay_rates(m)})
-rates = pd.DataFrame(rates)
-display(rates.round(3))
+rates = pd.DataFrame(rates).set_index("task")
+shared = ["pairs replayed (all)", "effective K", "replay share of step"]
+per_reward = rates.drop(columns=shared).apply(lambda r: ", ".join(f"{k} {v:.2f}" for k, v in r.dropna().items()), axis=1)
+with pd.option_context("display.max_colwidth", None):  # the whole text, not cut with "..."
+    display(rates[shared].round(3).assign(**{"replayed, per reward": per_reward}))
 
 # %%
 fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", ylabel="median step time / GDPO's", title="step cost (benchmark)")

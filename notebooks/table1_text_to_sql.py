@@ -36,13 +36,12 @@ table, evals, fig = report.main_table(task, model, seeds, steps, force)
 paper = report.paper("table1_text_to_sql")
 
 # %% [markdown]
-# Held-out accuracy (the answer-judging reward, mean over prompts; sampled at temperature 1 and greedy),
-# mean ± std over seeds, beside the paper's numbers (a different scale and benchmark: compare the order of
-# the rows, not the digits).
+# Held-out accuracy (the answer-judging reward, mean over prompts, sampled at temperature 1), mean ± standard
+# error over seeds ("—" with one seed), beside the paper's six-benchmark average (± its std over seeds; a
+# different scale and benchmark: compare the order of the rows, not the digits).
 
 # %%
-display(table.round(3))
-display(paper)
+display(report.main_view(table, paper[paper.metric == "six-benchmark avg execution accuracy"]))
 
 # %%
 ours = table.set_index("method")["temp1_mean"]
@@ -53,7 +52,7 @@ print(f"GDPO - GRPO here: {ours['gdpo'] - ours['grpo']:+.3f}; paper 7B: {theirs[
 # %% [markdown]
 # **Reading the table.** The ordering of the methods is what can be compared with the paper; the size of
 # the gap cannot, because the tiny policy and its synthetic benchmark are far from a 7B coder on Spider.
-# `temp1_eval_se` is the evaluation's own sampling noise (binomial, a lower bound); with one seed, a gap
+# `evaluation s.e.` is the evaluation's own sampling noise (binomial, a lower bound); with one seed, a gap
 # smaller than about two of those, or than the seed spread the paper itself reports, is not evidence either
 # way.
 #

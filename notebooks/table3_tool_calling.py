@@ -36,8 +36,7 @@ table, evals, fig = report.main_table(task, model, seeds, steps, force)
 paper = report.paper("table3_tool_calling")
 
 # %%
-display(table.round(3))
-display(paper)
+display(report.main_view(table, paper))
 print(report.gap(table))
 
 # %% [markdown]

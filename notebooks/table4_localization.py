@@ -40,18 +40,36 @@ loc = report.localisation(run)
 loc["state"] = loc["reward_value"].map({1.0: "satisfied", 0.0: "violated"})
 
 # %%
-table = loc.groupby(["label", "state"]).agg(
-    n=("step", "count"), shift_pct=("shift_share", lambda x: 100 * x.mean()), token_pct=("token_share", lambda x: 100 * x.mean()),
-).reset_index()
-table["ratio"] = table["shift_pct"] / table["token_pct"]
-display(table.round(2))
-display(report.paper("table4_localization"))
+shares = {"n": ("step", "count"), "shift %": ("shift_share", lambda x: 100 * x.mean()),
+          "token %": ("token_share", lambda x: 100 * x.mean())}
+table = pd.concat([loc.assign(label="all").groupby(["label", "state"]).agg(**shares),
+                   loc.groupby(["label", "state"]).agg(**shares)]).reset_index()
+table["ratio"] = table["shift %"] / table["token %"]
+# the paper's rows: both constraint states pooled ("all ..."), and two constraint types by their own names
+paper = report.paper("table4_localization").assign(model=lambda d: d["model"].fillna("text"))
+paper_row = {"detectable_format:number_bullet_lists": "bullet lines", "startend:end_checker": "end phrase"}
+keys = [f"all {s}" if label == "all" else paper_row.get(label, label) for label, s in zip(table["label"], table["state"])]
+ratios = {k: ", ".join(f"{m.split('-')[-1]}: {r:g}" for r, m in zip(g["ratio"], g["model"]))
+          for k, g in paper.groupby("constraint_state")}
+table["paper ratio"] = [ratios.get(k, "—") for k in keys]
+table["label"] = table["label"].str.split(":").str[-1]  # the constraint's name without its group
+display(table.round(2).set_index(["label", "state"]))
 
 # %%
 fig = plots.method_bars(loc, "label", "ratio", hue="state", ylabel="shift share / token share in the read region",
                         title="check-region ratio per constraint type (1 = uniform)")
 fig.axes[0].tick_params(axis="x", rotation=60)
 plots.save(fig, f"table4_{model}")
+
+# %% [markdown]
+# One profile the trainer saved, as text: each constraint's line shaded by its q, the tokens its checker
+# reads underlined.
+
+# %%
+shown = report.relevance_text(run)  # the saved profile where the most constraints moved the policy
+if shown is not None:
+    shown.save(f"table4_profile_{model}")
+    display(shown)
 
 # %% [markdown]
 # **Reading the table.** A ratio near 1 for a region that covers most of the response (bullet lines, whole-

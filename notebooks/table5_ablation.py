@@ -45,8 +45,11 @@ if "mrtpo/replay_forwards_per_response" in steps_df:
     cost["extra_forwards_per_response"] = steps_df.groupby("method")["mrtpo/replay_forwards_per_response"].mean()
 table = table.merge(cost.reset_index(), on="method", how="left")
 table["step_ratio_to_gdpo"] = table["step_s"] / table.loc[table.method == "gdpo", "step_s"].item()
-display(table.round(3))
-display(report.paper("table5_ablation"))
+view = report.beside_paper(table, report.paper("table5_ablation"), {f"ours: held-out {metric} (± s.e.)": ("mean", "se")})
+view["step time / GDPO's"] = [report.number(r, 2) for r in table["step_ratio_to_gdpo"]]
+if "extra_forwards_per_response" in table:
+    view["extra forwards per response"] = [report.number(f, 2) for f in table["extra_forwards_per_response"]]
+display(view)
 
 # %%
 fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")],
@@ -54,7 +57,7 @@ fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == "sy
 plots.save(fig, f"table5_{task}_{model}")
 
 # %% [markdown]
-# **Reading the table.** `extra_forwards_per_response` is the replay's cost in forwards per sampled response
+# **Reading the table.** "extra forwards per response" is the replay's cost in forwards per sampled response
 # (joint: P_all and P_0 for each response whose rewards varied; MRTPO: P_all plus one P_\k per reward whose
 # group varied). A variant is worth its cost only if its gain
 # over GDPO exceeds the seed spread; with one seed at the tiny scale this table shows cost reliably and gain

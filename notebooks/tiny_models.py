@@ -33,7 +33,8 @@ import pandas as pd
 from mrtpo import report
 
 criteria = pd.read_csv(report.RESULTS / "tiny_models.csv")
-display(criteria)
+with pd.option_context("display.max_colwidth", None):  # the whole notes, not cut with "..."
+    display(criteria.set_index(["task", "criterion"]))
 
 # %%
 met = criteria.groupby("task")["met"].agg(lambda x: f"{int(x.astype(str).str.lower().eq('true').sum())}/{len(x)}")
@@ -42,10 +43,7 @@ display(met.rename("criteria met").to_frame())
 # %%
 from mrtpo import plots
 
-numeric = criteria.assign(value=pd.to_numeric(criteria["value"], errors="coerce")).dropna(subset=["value"])
-fig = plots.method_bars(numeric, "criterion", "value", hue="task", ylabel="measured value (see target in the table)",
-                        title="tiny bases: acceptance measurements")
-fig.axes[0].tick_params(axis="x", rotation=30)
+fig = plots.acceptance(criteria)
 plots.save(fig, "tiny_models")
 
 # %% [markdown]

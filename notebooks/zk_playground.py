@@ -18,8 +18,8 @@
 #
 # MRTPO's relevance for reward k is the Jensen–Shannon shift between replaying a sampled response under
 # P_all (every Z block) and under P_\k (all but Z_k). This page samples one response from the policy on a
-# held-out prompt, replays it leave-one-out, and draws q per reward over the response's tokens, with the
-# tokens each verifier reads outlined. Then it swaps in a different Z_k — edit that one cell — and trains
+# held-out prompt, replays it leave-one-out, and shows the response once per reward with each token shaded
+# by q, the tokens each verifier reads underlined. Then it swaps in a different Z_k — edit that one cell — and trains
 # a few steps with it.
 
 # %% tags=["parameters"]
@@ -48,9 +48,9 @@ print(example["prompt"][-1]["content"])
 
 # %%
 profile = diagnostics.profile_example(policy, tokenizer, the_task, example)
-print(profile["text"])
-fig = plots.relevance_heatmap(profile["tokens"], profile["q"], profile["regions"], title="q per reward (task's Z blocks)")
-plots.save(fig, f"zk_default_{task}_{model}")
+shown = plots.RelevanceText(profile["tokens"], profile["q"], profile["regions"], title="q per reward (task's Z blocks)")
+shown.save(f"zk_default_{task}_{model}")
+shown
 
 # %% [markdown]
 # ## Your own Z_k
@@ -70,15 +70,17 @@ def my_z_blocks(prompts, completions, **columns):
 
 
 mine = diagnostics.profile_example(policy, tokenizer, the_task, example, z_blocks=my_z_blocks)
-fig = plots.relevance_heatmap(mine["tokens"], mine["q"], mine["regions"], title="q per reward (your Z_k)")
-plots.save(fig, f"zk_custom_{task}_{model}")
+shown = plots.RelevanceText(mine["tokens"], mine["q"], mine["regions"], title="q per reward (your Z_k)")
+shown.save(f"zk_custom_{task}_{model}")
+shown
 
 # %% [markdown]
 # ## Train with it
 #
-# The same trainer, with `z_blocks=my_z_blocks`: nothing else changes.
+# The same trainer, with `z_blocks=my_z_blocks`: nothing else changes. The page shows the logged steps as a
+# table (the trainer's printed log lines stay in the executed notebook).
 
-# %%
+# %% tags=["remove-stdout"]
 import tempfile
 
 import pandas as pd
@@ -100,7 +102,7 @@ if train_steps:
     display(pd.DataFrame(log)[["step", "reward", "mrtpo/effective_k", "mrtpo/s"]])
 
 # %% [markdown]
-# **Reading the heat maps.** Compare the execution-match row between the two maps: with only the WHERE
+# **Reading the shading.** Compare the execution-match line between the two renderings: with only the WHERE
 # clause as Z_k, the shift should move onto the filter's tokens if the policy reads that block at all. At
 # the tiny scale the policy was taught to read Z blocks during its warm-up (see the tiny-models chapter),
 # so this shows the mechanism, not what a pretrained LLM would do.

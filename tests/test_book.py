@@ -1,4 +1,5 @@
-"""Every notebook executes under papermill at the smoke size, and the book builds from those outputs."""
+"""Every notebook executes under papermill at the smoke size, the book builds from those outputs, and every page
+passes the browser check (headless Chromium) that ``make book-check`` runs on the full book."""
 
 import json
 import os
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mrtpo import book
+from mrtpo import book, browser
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -26,7 +27,7 @@ def test_every_notebook_is_planned_paired_and_has_one_parameters_cell():
         assert len(params) == 1
         names = re.findall(r"^(\w+) = ", "".join(params[0]["source"]), re.M)
         code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and c not in params)
-        for param in names:  # every parameter is used (the book passes force to every page)
+        for param in names:  # every parameter is used (the book passes force to every page that declares it)
             assert param == "force" or re.search(rf"\b{param}\b", code), f"{name}: parameter {param} is unused"
         assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
 
@@ -40,4 +41,70 @@ def test_smoke_book_builds_with_a_figure_and_a_table_per_notebook(tmp_path, monk
     for name in NOTEBOOKS:
         page = (html / f"{name}.html").read_text()
         assert "<table" in page, name
-        assert "<img" in page, name
+        assert "<img" in page or 'class="relevance-text"' in page, name  # a figure, or token relevance as text
+    findings = browser.check_book(ROOT / "_build" / "html", ROOT / "_build" / "screenshots", verbose=False)
+    assert len(findings) >= len(NOTEBOOKS)
+    problems = {page: found for page, found in findings.items() if found}
+    assert not problems, json.dumps(problems, indent=1)
+
+
+def test_browser_check_finds_what_a_reader_should_not_see(tmp_path):
+    """Each defect the check exists for, on a page of its own, is reported; a clean page is not."""
+    from PIL import Image
+
+    Image.new("RGB", (300, 200), "white").save(tmp_path / "blank.png")
+    Image.effect_noise((300, 200), 80).save(tmp_path / "drawn.png")
+    column = '<html><body><main><article style="width:800px">{}</article></main></body></html>'
+    pages = {
+        "clean": '<p>text</p><div style="overflow-x:auto"><table><tr><td>fits</td></tr></table></div><img src="drawn.png">',
+        "overflow": '<div style="overflow:hidden"><table style="width:2000px"><tr><td>cut</td></tr></table></div>',
+        "scrolls": '<pre style="overflow-x:auto">' + "a long line " * 200 + "</pre>",
+        "broken": '<img src="missing.png">',
+        "path": "<p>saved to PosixPath('/home/ann/mrtpo/results/figures/x.png')</p><p>relative: results/figures/x.png</p>",
+        "traceback": '<div class="cell_output"><pre>Traceback (most recent call last):\nValueError: bad</pre></div>',
+        "empty": '<img src="blank.png"><div class="cell_output"><pre>&lt;Figure size 640x480 with 0 Axes&gt;</pre></div>',
+    }
+    for name, body in pages.items():
+        (tmp_path / f"{name}.html").write_text(column.format(body))
+    (tmp_path / "index.html").write_text(column.format("<p>home</p>"))
+    found = browser.check_book(tmp_path, tmp_path / "shots", verbose=False)
+    kinds = {page.removesuffix(".html"): {p["kind"] for p in problems} for page, problems in found.items()}
+    assert kinds == {"index": set(), "clean": set(), "overflow": {"overflow"}, "scrolls": {"overflow"}, "broken": {"broken image"},
+                     "path": {"machine path"}, "traceback": {"error"}, "empty": {"empty figure"}}
+    assert (tmp_path / "shots" / "overflow.png").stat().st_size > 0
+
+
+def test_committed_results_hold_no_machine_paths():
+    """Run summaries and profiles name the cache's files relative to the cache root, never as absolute paths."""
+    files = [p for p in (ROOT / "results").rglob("*") if p.is_file() and p.suffix in {".json", ".jsonl", ".csv", ".md"}]
+    hits = {str(p.relative_to(ROOT)): h[:2] for p in files if (h := browser.find_machine_paths(p.read_text()))}
+    assert not hits, hits
+
+
+def test_ours_beside_the_paper_with_standard_errors_and_dashes():
+    import pandas as pd
+
+    from mrtpo import report
+
+    ours = pd.DataFrame({"method": ["gdpo", "mrtpo", "joint"], "mean": [0.4, 0.5, 0.45], "se": [0.01, float("nan"), 0.02],
+                         "seeds": [3, 1, 2]})
+    paper = pd.DataFrame({"model": ["7B", "7B"], "method": ["GDPO", "MRTPO"], "score": [71.55, 73.15], "std": [0.27, None]})
+    view = report.beside_paper(ours, paper, {"ours": ("mean", "se")})
+    assert view.loc["gdpo"].tolist() == [3, "0.400 ± 0.010", "71.55 ± 0.27"]
+    assert view.loc["mrtpo"].tolist() == [1, "0.500 ± —", "73.15 ± —"]
+    assert view.loc["joint", "paper: 7B (± std)"] == "—"
+    one_seed = report.summary(pd.DataFrame({"method": ["a"], "metric": ["m"], "benchmark": ["synthetic_test"],
+                                            "decoding": ["temp1"], "value": [0.5]}), "m")
+    assert one_seed["std"].isna().all() and one_seed["se"].isna().all()
+
+
+def test_relevance_as_text_escapes_tokens_and_underlines_the_read_region():
+    from mrtpo import plots
+
+    shown = plots.RelevanceText(["<think>", "a", "</think>", " x"], {"format": [0.0, 0.1, 0.0, 0.4]}, {"format": [3]},
+                                labels={"format": "format: reward 1"})
+    html = shown._repr_html_()
+    assert "&lt;think&gt;" in html and "<think>" not in html.replace('class="relevance-text"', "")
+    assert html.count("text-decoration:underline") == 1 + 1  # the read token, and the legend's example
+    assert "format: reward 1" in html
+    assert len(shown.figure().axes) == 1
