@@ -6,10 +6,16 @@ checker; this module only loads data, calls the registry, and says which charact
 
 Choices, stated once:
 
-* **Answer part.** A response is ``<think>…</think>`` then the answer. Checkers judge the answer only,
-  cut exactly as ``if_verifiable.common.strip_thinking`` cuts it (text after the first ``</think>``,
-  stripped; a ``<think>`` never closed leaves an empty answer), so rewards agree with the field's
-  evaluator. Scoring is *strict* (the response as written, no loose variants).
+* **Answer part.** A response is ``<think>…</think>`` then the answer. Checkers judge the answer only: the
+  text after the first ``</think>`` without the line breaks that separate it from the tag (the chat template
+  writes ``</think>\n\n``), otherwise **as written**; a ``<think>`` never closed leaves an empty answer, and
+  a response without reasoning is judged whole. Scoring is *strict* as in the official IFEval
+  (google-research ``evaluation_lib.test_instruction_following_strict``) and IFBench (allenai/IFBench, same
+  function) evaluators: ``response.strip() and check_following(response)`` on the raw response. Nothing is
+  stripped first (``if_verifiable.common.strip_thinking`` strips, which the official code does not): a
+  trailing blank line changes, e.g., IFBench's ``format:line_indent`` verdict, and the official one counts.
+* **Checker version.** The checkers are those of ``if-verifiable`` ``CHECKERS_VERSION``; IFBench's own
+  repository has revised some checkers since, so the version is part of every reported number.
 * **Slots.** TRL needs a fixed list of reward functions, so the task exposes ``max_constraints`` slots
   ``constraint_0..``; slot *i* scores the *i*-th constraint of the example (1.0/0.0) and returns
   ``None`` when the example has fewer constraints (TRL reads None as "not applicable").
@@ -36,6 +42,8 @@ from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, rewa
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
+#: the checker code every IF number is computed with (IFEval + IFBench registries)
+CHECKERS_VERSION = "if-verifiable==0.1.2"
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,27 +90,39 @@ def describe(instruction_id: str, kwargs: dict | None) -> str:
 
 
 def answer_span(text: str) -> tuple[int, int]:
-    """Character span of the answer part, cut as ``if_verifiable.common.strip_thinking`` cuts it."""
+    """Character span of the answer part as the checkers judge it (module docstring): after the first
+    ``</think>`` and its line breaks, to the end of the response, unstripped; empty after an unclosed ``<think>``."""
     start, end = 0, len(text)
     close = text.find("</think>")
     if close >= 0:
         start = close + len("</think>")
+        while start < end and text[start] in "\r\n":
+            start += 1
     elif text.lstrip().startswith("<think>"):
         return (end, end)
-    return strip_span(text, start, end)
+    return (start, end)
 
 
+def check_constraint(response: str, instruction_id: str, kwargs: dict | None, prompt: str = "", loose: bool = False) -> bool:
+    """Verdict of one constraint on the raw answer part, as the official evaluators judge it.
 
-
-def check_constraint(response: str, instruction_id: str, kwargs: dict | None, prompt: str = "") -> bool:
-    """Strict verdict of one constraint on one response (the answer part is judged)."""
+    Strict: ``answer.strip() and check_following(answer)``. ``loose``: some official loose variant of the answer
+    passes (``if_verifiable.common.get_loose_transformations``, the same list as the official code: the answer,
+    without its first and/or last line, each with and without ``*``).
+    """
     start, end = answer_span(response)
     answer = response[start:end]
     if not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
         return False
+    if loose:
+        from if_verifiable.common import get_loose_transformations
+
+        candidates = get_loose_transformations(answer)
+    else:
+        candidates = [answer]
     checker = build_checker(instruction_id, kwargs, prompt)
     with _quiet_checkers():
-        return bool(checker.check_following(answer))
+        return any(c.strip() and checker.check_following(c) for c in candidates)
 
 
 def kwargs_list(value: Any) -> list[dict]:
@@ -166,25 +186,22 @@ def load_jsonl(path: str | Path):
 
 
 def evaluate(pairs: list[tuple[dict, str]]) -> dict[str, float]:
-    """IFEval accuracies of responses, computed by the field's own ``evaluate_instructions``.
+    """IFEval/IFBench accuracies of responses with the official evaluators' rule (raw answer; module docstring).
 
     ``pairs`` is a list of ``(example, response)``. Returns prompt-level (all constraints pass) and
-    instruction-level (pooled over all constraints) accuracy, strict and loose, and ``n``.
+    instruction-level (pooled over all constraints) accuracy, strict and loose, and ``n``. Strict agrees with
+    the training rewards (``check_constraint``) verdict for verdict.
     """
-    from if_verifiable.common import evaluate_instructions
-
     prompt_ok = {"strict": 0, "loose": 0}
     inst_ok = {"strict": 0, "loose": 0}
     n_inst = 0
     for example, response in pairs:
         ids = list(example["instruction_id_list"])
-        with _quiet_checkers():
-            results, _ = evaluate_instructions(
-                response, ids, kwargs_list(example["kwargs"]), example["prompt_text"], registry()
-            )
-        n_inst += len(ids)  # an empty answer yields no results: every constraint counts as failed
+        kws = kwargs_list(example["kwargs"])
+        n_inst += len(ids)
         for mode in ("strict", "loose"):
-            passed = sum(getattr(r, f"{mode}_pass") for r in results)
+            passed = sum(check_constraint(response, iid, kw, example["prompt_text"], loose=mode == "loose")
+                         for iid, kw in zip(ids, kws))
             inst_ok[mode] += passed
             prompt_ok[mode] += int(passed == len(ids))
     n = max(len(pairs), 1)
@@ -245,9 +262,10 @@ def constraint_region(text: str, instruction_id: str, kwargs: dict) -> Spans:
 
     Localised where the checker reads a part (end phrase, first word, title, quotes, postscript,
     bullet lines, highlights, keyword occurrences); the whole answer for counts, case, length, JSON
-    and every IFBench constraint. Empty when the checked element is absent (e.g. no title at all).
+    and every IFBench constraint. Empty when the checked element is absent (e.g. no title at all). Surrounding
+    whitespace of the answer is never part of a region.
     """
-    start, end = answer_span(text)
+    start, end = strip_span(text, *answer_span(text))
     if end <= start:
         return []
     kind = instruction_id
