@@ -4,8 +4,9 @@ A response is ``<think>reasoning</think><answer>SQL</answer>``. Rewards (binary)
 
 * ``format``: exactly that layout (each tag once, only whitespace outside the two blocks);
 * ``executable``: the answer SQL runs without error in the sandbox (``sqlexec``);
-* ``execution_match``: Spider execution accuracy against the gold SQL (result multisets; row order
-  counts only when the gold query has ORDER BY, as in the official evaluator);
+* ``execution_match``: Spider execution accuracy against the gold SQL with the official test-suite-sql-eval
+  rule (``sqlexec.results_match``: result multisets, row order only when the gold query has ORDER BY, columns
+  matched up to a permutation); training reward and evaluation use the same rule;
 * optional sqlglot sub-verifiers (``sub_verifiers=True``): ``sql_tables``, ``sql_columns``,
   ``sql_where``, ``sql_joins``, each comparing one set of parsed items of answer and gold.
 """
