@@ -331,9 +331,8 @@ class TextToSQL(Task):
         return self, self.synthetic(n, seed=seed, split=split, hide_value=True)
 
     def training_set(self, data_dir: Path):
-        """Spider-Syn train (the three databases missing from the rebuilt set are skipped)."""
-        spider = Path(data_dir) / "spider"
-        return load_spider(spider / "train_spider_syn.json", spider / "tables.json", spider / "database", missing_db="skip")
+        """Spider train, original questions (``SpiderQuestion``; the databases missing from the rebuilt set are skipped)."""
+        return load_spider_split(Path(data_dir) / "spider", "spider_train")
 
     def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
         """Spider dev and Spider-Realistic, scored by the rewards' means (execution_match: execution accuracy)."""
@@ -393,14 +392,17 @@ def load_spider(
     db_dir: str | Path,
     limit: int | None = None,
     missing_db: str = "raise",
+    question_key: str = "question",
 ):
-    """Spider, Spider-Syn or Spider-Realistic questions as a ``datasets.Dataset``.
+    """Spider-format questions (Spider, Spider-Syn, Spider-Realistic, Spider-DK) as a ``datasets.Dataset``.
 
     Columns: ``prompt`` (conversational), ``question``, ``db_id``, ``db_path``, ``gold_sql``, ``schema``.
-    The question is ``SpiderSynQuestion`` when present (Spider-Syn), else ``question``. Malformed input
-    fails here, naming the file and record: bad JSON, a missing field, an unknown ``db_id``, a missing
-    database file (``missing_db="skip"`` drops such records instead, e.g. Spider-Syn train on the
-    rebuilt databases, which lack three of them).
+    ``question_key`` names the field the question is read from: ``question`` in Spider's own files and in
+    Spider-Realistic/-DK; Spider-Syn's files hold the original question as ``SpiderQuestion`` and its synonym
+    rewrite as ``SpiderSynQuestion`` (``SPIDER_FILES`` says which is which). Malformed input fails here,
+    naming the file and record: bad JSON, a missing field, an unknown ``db_id``, a missing database file
+    (``missing_db="skip"`` drops such records instead, e.g. Spider train on the rebuilt databases, which lack
+    three of them).
     """
     import datasets
 
@@ -414,9 +416,9 @@ def load_spider(
         where = f"{questions_json}: record {i}"
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: expected an object, got {type(rec).__name__}")
-        question = rec.get("SpiderSynQuestion") or rec.get("question")
+        question = rec.get(question_key)
         if not question or not rec.get("query") or not rec.get("db_id"):
-            raise ValueError(f"{where}: needs 'question' (or 'SpiderSynQuestion'), 'query' and 'db_id'")
+            raise ValueError(f"{where}: needs {question_key!r}, 'query' and 'db_id' (it has {sorted(rec)})")
         db_id = rec["db_id"]
         if db_id not in schemas:
             raise ValueError(f"{where}: db_id {db_id!r} is not in {tables_json}")
@@ -436,6 +438,29 @@ def load_spider(
             }
         )
     return datasets.Dataset.from_list(rows)
+
+
+#: the paper-scale Spider files under a data root's ``spider/`` folder: name -> (questions file, question field,
+#: where to get it). Databases are ``spider/database/<db_id>/<db_id>.sqlite``, schemas ``spider/tables.json``.
+SPIDER_FILES = {
+    "spider_train": ("train_spider_syn.json", "SpiderQuestion",
+                     "Spider train: taoyds/spider train_spider.json, or ygan/Spider-Syn Spider-Syn/train_spider.json"),
+    "spider_dev": ("dev.json", "question", "taoyds/spider evaluation_examples/examples/dev.json"),
+    "spider_syn_dev": ("dev_spider_syn.json", "SpiderSynQuestion", "ygan/Spider-Syn Spider-Syn/dev.json"),
+    "spider_realistic": ("spider_realistic.json", "question", "Spider-Realistic (Deng et al. 2021), spider-realistic.json"),
+    "spider_dk": ("spider_dk.json", "question", "ygan/Spider-DK Spider-DK.json (its databases go into spider/database)"),
+}
+
+
+def load_spider_split(spider_dir: str | Path, name: str, limit: int | None = None):
+    """One of ``SPIDER_FILES`` from a folder laid out as the data README says. Train records whose database is
+    missing are skipped (the rebuilt databases lack three train ones); an evaluation set must be complete."""
+    spider_dir = Path(spider_dir)
+    if name not in SPIDER_FILES:
+        raise ValueError(f"unknown Spider split {name!r}; known: {', '.join(SPIDER_FILES)}")
+    filename, key, _ = SPIDER_FILES[name]
+    return load_spider(spider_dir / filename, spider_dir / "tables.json", spider_dir / "database", limit=limit,
+                       missing_db="skip" if name == "spider_train" else "raise", question_key=key)
 
 
 # -------------------------------------------------------------------------------------- synthetic
