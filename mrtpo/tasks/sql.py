@@ -393,6 +393,8 @@ def load_spider(
     limit: int | None = None,
     missing_db: str = "raise",
     question_key: str = "question",
+    sql_key: str = "query",
+    evidence_key: str | None = None,
 ):
     """Spider-format questions (Spider, Spider-Syn, Spider-Realistic, Spider-DK) as a ``datasets.Dataset``.
 
@@ -402,7 +404,8 @@ def load_spider(
     rewrite as ``SpiderSynQuestion`` (``SPIDER_FILES`` says which is which). Malformed input fails here,
     naming the file and record: bad JSON, a missing field, an unknown ``db_id``, a missing database file
     (``missing_db="skip"`` drops such records instead, e.g. Spider train on the rebuilt databases, which lack
-    three of them).
+    three of them). BIRD's files use ``sql_key="SQL"`` and carry a hint per question (``evidence_key=
+    "evidence"``), appended to the question as ``Evidence: ...`` as BIRD's baselines prompt it (``load_bird``).
     """
     import datasets
 
@@ -417,8 +420,10 @@ def load_spider(
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: expected an object, got {type(rec).__name__}")
         question = rec.get(question_key)
-        if not question or not rec.get("query") or not rec.get("db_id"):
-            raise ValueError(f"{where}: needs {question_key!r}, 'query' and 'db_id' (it has {sorted(rec)})")
+        if not question or not rec.get(sql_key) or not rec.get("db_id"):
+            raise ValueError(f"{where}: needs {question_key!r}, {sql_key!r} and 'db_id' (it has {sorted(rec)})")
+        if evidence_key and rec.get(evidence_key):
+            question = f"{question}\nEvidence: {rec[evidence_key]}"
         db_id = rec["db_id"]
         if db_id not in schemas:
             raise ValueError(f"{where}: db_id {db_id!r} is not in {tables_json}")
@@ -433,7 +438,7 @@ def load_spider(
                 "question": question,
                 "db_id": db_id,
                 "db_path": str(db_path),
-                "gold_sql": rec["query"],
+                "gold_sql": rec[sql_key],
                 "schema": schemas[db_id],
             }
         )
@@ -450,6 +455,19 @@ SPIDER_FILES = {
     "spider_realistic": ("spider_realistic.json", "question", "Spider-Realistic (Deng et al. 2021), spider-realistic.json"),
     "spider_dk": ("spider_dk.json", "question", "ygan/Spider-DK Spider-DK.json (its databases go into spider/database)"),
 }
+
+
+def load_bird(bird_dev_dir: str | Path, limit: int | None = None):
+    """BIRD dev (``dev.json``, ``dev_tables.json``, ``dev_databases/<db_id>/<db_id>.sqlite`` in one folder, as
+    bird-bench's ``dev.zip`` unpacks) in the columns of ``load_spider``; the question carries its evidence.
+
+    Scoring note: BIRD's official evaluator compares result *sets* (``set(pred) == set(gold)``); execution
+    accuracy here uses Spider's rule (``sqlexec.results_match``), which differs on duplicate rows, row order
+    under ORDER BY and column order, so BIRD numbers from this package are not the leaderboard's metric.
+    """
+    d = Path(bird_dev_dir)
+    return load_spider(d / "dev.json", d / "dev_tables.json", d / "dev_databases", limit=limit,
+                       question_key="question", sql_key="SQL", evidence_key="evidence")
 
 
 def load_spider_split(spider_dir: str | Path, name: str, limit: int | None = None):
