@@ -97,7 +97,7 @@ def js_relevance(
     rows = keep.nonzero(as_tuple=True)[0]
     if lm_head is not None:
         w = lm_head.to(torch.float32)
-        row_norm2 = (w * w).sum(-1)  # ||W_v||^2, (V,)
+        row_norm2 = torch.linalg.vector_norm(w, dim=-1).square()  # ||W_v||^2 (V,), no (V, H) temporary
     for start in range(0, rows.numel(), chunk_tokens):
         idx = rows[start : start + chunk_tokens]
         la, lb = a[idx].to(torch.float32), b[idx].to(torch.float32)
