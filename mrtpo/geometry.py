@@ -110,11 +110,13 @@ def memory_estimate(arch: Architecture, micro: int, rollout_rows: int, prompt_le
 
 def plan_batches(prompts_per_step: int, num_generations: int, num_processes: int = 1,
                  arch: Architecture | None = None, budget_gib: float | None = None, prompt_len: int = 512,
-                 completion_len: int = 1024, zero3: bool = False, kl: bool = False) -> BatchPlan:
+                 completion_len: int = 1024, zero3: bool = False, kl: bool = False,
+                 max_micro_batch: int | None = None) -> BatchPlan:
     """The batch settings that give ``prompts_per_step x num_generations`` completions per optimizer step over
     ``num_processes`` processes (module docstring). With ``arch`` and ``budget_gib`` the micro-batch is the largest
     that fits the per-device budget; when even one sequence does not fit, the plan has micro-batch 1 and
-    ``fits=False`` (the estimate says by how much). Raises ValueError when N does not divide the step."""
+    ``fits=False`` (the estimate says by how much). ``max_micro_batch`` caps the micro-batch (e.g. to bound CPU
+    memory). Raises ValueError when N does not divide the step."""
     total = prompts_per_step * num_generations
     if prompts_per_step < 1 or num_generations < 1 or num_processes < 1:
         raise ValueError("prompts_per_step, num_generations and num_processes must be >= 1")
@@ -128,7 +130,8 @@ def plan_batches(prompts_per_step: int, num_generations: int, num_processes: int
             return None
         return memory_estimate(arch, micro, per_process, prompt_len, completion_len, num_processes, zero3, kl)
 
-    divisors = [d for d in range(per_process, 0, -1) if per_process % d == 0]
+    cap = min(per_process, max_micro_batch or per_process)
+    divisors = [d for d in range(cap, 0, -1) if per_process % d == 0]
     micro, fits = divisors[0], None
     if arch is not None and budget_gib is not None:
         fitting = [d for d in divisors if estimate(d)["peak"] <= budget_gib]
