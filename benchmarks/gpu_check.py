@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import hashlib
 import platform
 import statistics
@@ -98,6 +99,7 @@ def train_arm(arm: str, base: Path, task, data, geo: dict, out: Path, gpu: bool)
     trainer.train()
     logs = [row for row in trainer.state.log_history if "time/replay" in row]
     del trainer
+    gc.collect()  # the next arm's trainer starts from free memory
     if gpu:
         torch.cuda.empty_cache()
     return timer.times, logs
