@@ -34,6 +34,17 @@ class Architecture:
     head_dim: int
     vocab: int
 
+    @classmethod
+    def from_config(cls, config: dict) -> "Architecture":
+        """From a decoder's ``config.json`` (Qwen2/Qwen3/Llama field names); parameters counted from the shapes."""
+        H, L, I, V = config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"], config["vocab_size"]
+        heads = config["num_attention_heads"]
+        head_dim = config.get("head_dim") or H // heads
+        kv = config.get("num_key_value_heads", heads)
+        per_layer = H * head_dim * (heads + 2 * kv) + heads * head_dim * H + 3 * H * I + 2 * H
+        embeddings = V * H * (1 if config.get("tie_word_embeddings", False) else 2)
+        return cls(float(L * per_layer + embeddings + H), H, L, I, kv, head_dim, V)
+
 
 #: the paper's checkpoints (values from their config.json files)
 ARCHITECTURES: dict[str, Architecture] = {

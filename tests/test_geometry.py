@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtpo.geometry import ARCHITECTURES, memory_estimate, plan_batches
+from mrtpo.geometry import ARCHITECTURES, Architecture, memory_estimate, plan_batches
 
 SEVEN_B = ARCHITECTURES["Qwen/Qwen2.5-Coder-7B-Instruct"]
 
@@ -52,3 +52,15 @@ def test_memory_terms():
     assert sharded["generation"] == pytest.approx(7.62e9 * 4 / 2**30)  # ZeRO-3 gathers the weights to generate
     two = memory_estimate(SEVEN_B, micro=2, rollout_rows=0, prompt_len=0, completion_len=1024, replay_chunk_tokens=0)
     assert two["training"] == pytest.approx(2 * one["training"]) and two["states"] == one["states"]
+
+
+def test_architecture_from_config_counts_parameters():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                         num_attention_heads=8, num_key_value_heads=2, tie_word_embeddings=False)
+    arch = Architecture.from_config(config.to_dict())
+    model = Qwen2ForCausalLM(config)
+    biases = sum(p.numel() for n, p in model.named_parameters() if n.endswith(".bias"))  # Qwen2's q/k/v biases
+    assert arch.params == sum(p.numel() for p in model.parameters()) - biases
+    assert (arch.kv_heads, arch.head_dim, arch.vocab) == (2, 8, 300)
