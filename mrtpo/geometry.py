@@ -17,9 +17,14 @@ the replay come from ``benchmarks/gpu_check.py``.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 GIB = 2**30
+#: share of a GPU's memory the plan may use (the rest: CUDA context, allocator fragmentation, NCCL buffers)
+GPU_MEMORY_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -156,3 +161,28 @@ def plan_batches(prompts_per_step: int, num_generations: int, num_processes: int
         memory_gib_per_device=round(terms["peak"], 1) if terms else None,
         memory_terms_gib={k: round(v, 2) for k, v in terms.items() if k != "peak"} if terms else None, fits=fits,
     )
+
+
+def job_processes() -> int:
+    """Processes of this job: ``WORLD_SIZE`` as torchrun and accelerate launch set it, else 1."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def job_uses_zero3() -> bool:
+    """Whether accelerate launched this job with DeepSpeed ZeRO-3 (its launcher exports the stage)."""
+    return os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
+
+
+def plan_for_job(prompts_per_step: int, num_generations: int, completion_len: int, model_dir: str | Path | None = None,
+                 prompt_len: int = 512, kl: bool = False) -> BatchPlan:
+    """The plan of the running job: its processes, ZeRO-3 or not, and, on a GPU, the architecture in
+    ``model_dir/config.json`` against ``GPU_MEMORY_SHARE`` of the device's memory. On CPU there is no budget: each
+    process takes its whole share of the step in one micro-batch (how the tiny runs have always trained)."""
+    import torch
+
+    arch = budget = None
+    if torch.cuda.is_available() and model_dir is not None and (Path(model_dir) / "config.json").exists():
+        arch = Architecture.from_config(json.loads((Path(model_dir) / "config.json").read_text()))
+        budget = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory * GPU_MEMORY_SHARE / GIB
+    return plan_batches(prompts_per_step, num_generations, job_processes(), arch=arch, budget_gib=budget,
+                        prompt_len=prompt_len, completion_len=completion_len, zero3=job_uses_zero3(), kl=kl)

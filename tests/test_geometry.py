@@ -64,3 +64,13 @@ def test_architecture_from_config_counts_parameters():
     biases = sum(p.numel() for n, p in model.named_parameters() if n.endswith(".bias"))  # Qwen2's q/k/v biases
     assert arch.params == sum(p.numel() for p in model.parameters()) - biases
     assert (arch.kv_heads, arch.head_dim, arch.vocab) == (2, 8, 300)
+
+
+def test_plan_for_job_reads_the_launcher(monkeypatch):
+    from mrtpo.geometry import plan_for_job
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    plan = plan_for_job(8, 8, 96)  # CPU: no budget, each process takes its half of the step at once
+    assert (plan.num_processes, plan.per_device_train_batch_size, plan.gradient_accumulation_steps) == (2, 32, 1)
+    monkeypatch.delenv("WORLD_SIZE")
+    assert plan_for_job(8, 8, 96).per_device_train_batch_size == 64  # the tiny runs' geometry, unchanged
