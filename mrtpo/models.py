@@ -48,6 +48,8 @@ class ModelSpec:
     kl_beta: float = 0.0
     #: hyperparameters the paper does not state, with the reason for the value chosen
     choices: tuple[str, ...] = ()
+    #: prompts per real-scale benchmark (None: every one; the rehearsal evaluates a few)
+    eval_limit: int | None = None
 
 
 TINY_CHOICES = (
@@ -57,10 +59,18 @@ TINY_CHOICES = (
 )
 
 
+#: the rehearsal of the paper path (``mrtpo.rehearsal``): the task's paper-scale run, every setting kept except
+#: these, shrunk so that every arm of a notebook runs on 2 CPU cores
+REHEARSAL = "rehearsal"
+REHEARSAL_RUN = dict(steps=2, seeds=(0,), prompts_per_step=2, max_completion_length=32)
+REHEARSAL_CHOICES = ("rehearsal: random-weight Qwen2 (mrtpo.rehearsal); 2 steps of 2 prompts x G, 1 seed, 32 completion "
+                     "tokens, 4 prompts per benchmark; G, learning rate, geometry rule, data, benchmarks as the paper run",)
+
+
 def model_names() -> list[str]:
-    """Every registry name: the tiny sizes, then the paper's model sizes (smallest first)."""
+    """Every registry name: the tiny sizes, the rehearsal, then the paper's model sizes (smallest first)."""
     paper = {name for key in TASKS for name in get_task(key).paper_models}
-    return list(TINY_SIZES) + sorted(paper, key=lambda n: float(n.rstrip("b")))
+    return list(TINY_SIZES) + [REHEARSAL] + sorted(paper, key=lambda n: float(n.rstrip("b")))
 
 
 def is_local_path(name: str) -> bool:
@@ -77,6 +87,12 @@ def model_spec(task: str, name: str = "tiny") -> ModelSpec:
         return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, t.tiny_completion_length, choices=TINY_CHOICES)
     if is_local_path(name):
         return ModelSpec(str(Path(name).expanduser()), 0.0, **t.paper_run)
+    if name == REHEARSAL:
+        from .rehearsal import REHEARSAL_VERSION
+
+        run = {**t.paper_run, **REHEARSAL_RUN}
+        run["choices"] = tuple(run.get("choices", ())) + REHEARSAL_CHOICES
+        return ModelSpec(f"rehearsal-v{REHEARSAL_VERSION}", 0.7e6, **run, eval_limit=4)
     if name not in model_names():
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(model_names())} (or a local path)")
     if name not in t.paper_models:
@@ -121,6 +137,10 @@ def resolve_model(task: str, name: str = "tiny", seed: int = 0) -> Path:
         return path
     if name in TINY_SIZES:
         return tiny_base(task, name, seed)
+    if name == REHEARSAL:
+        from .rehearsal import rehearsal_base
+
+        return rehearsal_base(task)
     spec = model_spec(task, name)
     looked = _candidates(spec.checkpoint)
     for path in looked:

@@ -101,6 +101,18 @@ def build_rehearsal(task, out: str | Path, shape: str = "cpu", vocab_size: int |
     return out
 
 
+def rehearsal_base(task_name: str) -> Path:
+    """The cached CPU-shape rehearsal base of a task (``$MRTPO_CACHE/models/rehearsal-<task>-v<version>``), built
+    when absent (seconds)."""
+    from .paths import cache_root
+    from .tasks import get_task
+
+    path = cache_root() / "models" / f"rehearsal-{task_name}-v{REHEARSAL_VERSION}"
+    if not (path / "mrtpo_rehearsal.json").exists():
+        build_rehearsal(get_task(task_name), path)
+    return path
+
+
 def suppressed_ids(path: str | Path) -> list[int]:
     """Embedding rows of a rehearsal base that its tokenizer cannot decode (generation must never sample them)."""
     info = json.loads((Path(path) / "mrtpo_rehearsal.json").read_text())

@@ -178,20 +178,26 @@ def last_checkpoint(output_dir: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
-def trainer_config(cfg: RunConfig, output_dir: Path):
-    """The MRTPOConfig of a run; CPU when no GPU is visible (then fp32, no gradient checkpointing)."""
+def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = None):
+    """The MRTPOConfig of a run. Batch geometry from ``mrtpo.geometry.plan_for_job``: ``prompts_per_step x
+    num_generations`` completions per optimizer step over all processes, micro-batches and accumulation from the
+    GPU's memory and the model in ``model_dir``. bf16 autocast on a GPU (fp32 on CPU); gradient checkpointing on a
+    GPU and at the real scale everywhere (so the CPU rehearsal of the paper path exercises it)."""
     import torch
 
+    from .geometry import plan_for_job
     from .trainer import MRTPOConfig
 
     gpu = torch.cuda.is_available()
+    plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
+                        kl=cfg.kl_beta > 0)
     return MRTPOConfig(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, mrtpo_beta=cfg.mrtpo_beta,
         beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
-        max_steps=cfg.steps, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-        num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+        max_steps=cfg.steps, **plan.trainer_args(), max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu, full_determinism=cfg.deterministic,
+        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu or cfg.scale == "real",
+        full_determinism=cfg.deterministic,
         profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **cfg.trainer_args,
     )
 
@@ -212,7 +218,7 @@ def train(cfg: RunConfig, work: Path) -> dict:
         shutil.rmtree(out)
     trainer = MRTPOTrainer(
         model=str(path), processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=task.reward_funcs(),
-        train_dataset=train_data(cfg), args=trainer_config(cfg, out), z_blocks=task.z_blocks,
+        train_dataset=train_data(cfg), args=trainer_config(cfg, out, path), z_blocks=task.z_blocks,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_model(str(work / "final"))
