@@ -165,34 +165,43 @@ def _hub_cache_dir() -> str:
     )
 
 
-def memory_estimate_gb(params: float, kl: bool) -> float:
-    """GPU memory for full fine-tuning with AdamW in bf16 mixed precision, activations excluded.
+def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bool = True, gpus: int = 1,
+            gpu_memory_gib: float = 80.0, prompt_len: int = 512) -> dict:
+    """The run plan without loading weights: model, data files (present with their sizes, or where to get them),
+    steps, and the batch geometry on ``gpus`` GPUs of ``gpu_memory_gib`` each (ZeRO-3 when more than one):
+    per-device micro-batch, gradient accumulation, generation batch and the estimated memory per GPU
+    (``mrtpo.geometry``; ``prompt_len`` is the assumed prompt length in tokens)."""
+    from .geometry import ARCHITECTURES, GPU_MEMORY_SHARE, plan_batches
+    from .paths import data_root
 
-    bytes/param: 2 (bf16 weights) + 2 (grads) + 4 (fp32 master) + 8 (Adam m, v) = 16, plus 2 for a
-    frozen bf16 reference model when the KL term is on; the replays of MRTPO reuse the policy's weights.
-    """
-    return params * (16 + (2 if kl else 0)) / 1024**3
-
-
-def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bool = True) -> dict:
-    """The run plan — model, data, steps, batch, estimated GPU memory — without loading weights."""
     spec = model_spec(task, name)
-    data = get_task(task).data_description
+    t = get_task(task)
+    arch = ARCHITECTURES.get(spec.checkpoint)
+    geometry = plan_batches(spec.prompts_per_step, spec.num_generations, gpus, arch=arch,
+                            budget_gib=gpu_memory_gib * GPU_MEMORY_SHARE if arch else None, prompt_len=prompt_len,
+                            completion_len=spec.max_completion_length, zero3=gpus > 1, kl=spec.kl_beta > 0)
     plan = {
         "task": task,
         "method": method,
         "model": name,
         "checkpoint": spec.checkpoint,
-        "data": data,
+        "data": t.data_description,
+        "data_files": t.data_status(data_root()),
         "steps": spec.steps,
         "prompts_per_step": spec.prompts_per_step,
         "num_generations": spec.num_generations,
-        "completions_per_step": spec.prompts_per_step * spec.num_generations,
         "seeds": list(spec.seeds),
         **{k: v for k, v in asdict(spec).items() if k not in ("checkpoint", "steps", "prompts_per_step",
-                                                              "num_generations", "seeds", "choices")},
-        "estimated_gpu_memory_gb": round(memory_estimate_gb(spec.params, spec.kl_beta > 0), 2),
-        "memory_note": "weights+grads+AdamW states (16 B/param), activations and generation KV cache extra",
+                                                              "num_generations", "seeds", "choices", "params")},
+        "gpus": gpus,
+        "launch": ("accelerate launch --config_file configs/accelerate/zero3_8gpu.yaml" if gpus > 1 else
+                   "accelerate launch --config_file configs/accelerate/one_gpu.yaml")
+                  + (f" --num_processes {gpus}" if gpus not in (1, 8) else "")
+                  + f" -m mrtpo.cli train --task {task} --model {name} --method {method}",
+        "geometry": geometry.as_dict(),
+        "memory_note": (f"estimate per GPU at {gpu_memory_gib:g} GiB x {GPU_MEMORY_SHARE}, prompts ~{prompt_len} tokens; "
+                        "terms and assumptions: mrtpo.geometry.memory_estimate" if arch else
+                        "no architecture entry for this checkpoint: no memory estimate"),
         "choices": list(spec.choices),
     }
     if print_plan:

@@ -86,7 +86,7 @@ def test_paper_model_gives_the_registry_error_and_plan_prints(dirs, capsys):
         E.run("sql", "mrtpo", model="7b")
     main(["plan", "--task", "sql", "--model", "7b"])
     plan = json.loads(capsys.readouterr().out)
-    assert plan["checkpoint"] == "Qwen/Qwen2.5-Coder-7B-Instruct" and plan["estimated_gpu_memory_gb"] > 100
+    assert plan["checkpoint"] == "Qwen/Qwen2.5-Coder-7B-Instruct" and plan["geometry"]["memory_gib_per_device"] > 100
 
 
 def test_help_is_usable(capsys):

@@ -38,7 +38,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, strip_span, think_span
+from .base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, strip_span, think_span
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
@@ -499,6 +499,17 @@ class InstructionFollowing(Task):
     #: the mean over constraint slots (``report.evaluations`` adds it)
     answer_metric = "constraint_mean"
     data_description = "synthetic constraints (tiny) / HIR-16K, first two subsets"
+    paper_data = (
+        DataFile("hir16k", "train", "hir/hir16k.jsonl", "huggingface.co/datasets/sastpg/HIR-16K, its first two subsets "
+                 "(IFEval- and IFBench-type constraints) written as IFEval JSONL (prompt, instruction_id_list, kwargs)"),
+        DataFile("ifeval", "eval", "ifeval/input_data.jsonl", "google-research/instruction_following_eval data/input_data.jsonl"),
+        DataFile("ifbench", "eval", "ifbench/IFBench_test.jsonl", "allenai/IFBench data/IFBench_test.jsonl; checkers: "
+                 + CHECKERS_VERSION),
+        DataFile("muldimif", "eval, external judge", "muldimif/test.json", "Junjie-Ye/MulDimIF Data/test.json "
+                 "(load_muldimif; scored by its Code/evaluation)"),
+        DataFile("advancedif", "eval, external judge", "advancedif/advancedif.jsonl", "huggingface.co/datasets/facebook/"
+                 "AdvancedIF (load_advancedif; scored by its LLM judge, facebookresearch/AdvancedIF)"),
+    )
     paper_run = dict(steps=300, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2, 3, 4), learning_rate=1e-6,
                      max_completion_length=1024,
                      choices=(UNSTATED["num_generations"], UNSTATED["learning_rate"],

@@ -26,7 +26,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..paths import cache_root
-from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
+from .base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
 from .sqlexec import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor, results_match
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -43,6 +43,17 @@ Z_TEMPLATES = {
     "sql_joins": "Reference JOINs: {}",
 }
 SUB_VERIFIERS = ("sql_tables", "sql_columns", "sql_where", "sql_joins")
+
+#: the paper-scale Spider files under a data root's ``spider/`` folder: name -> (questions file, question field,
+#: where to get it). Databases are ``spider/database/<db_id>/<db_id>.sqlite``, schemas ``spider/tables.json``.
+SPIDER_FILES = {
+    "spider_train": ("train_spider_syn.json", "SpiderQuestion",
+                     "Spider train: taoyds/spider train_spider.json, or ygan/Spider-Syn Spider-Syn/train_spider.json"),
+    "spider_dev": ("dev.json", "question", "taoyds/spider evaluation_examples/examples/dev.json"),
+    "spider_syn_dev": ("dev_spider_syn.json", "SpiderSynQuestion", "ygan/Spider-Syn Spider-Syn/dev.json"),
+    "spider_realistic": ("spider_realistic.json", "question", "Spider-Realistic (Deng et al. 2021), spider-realistic.json"),
+    "spider_dk": ("spider_dk.json", "question", "ygan/Spider-DK Spider-DK.json (its databases go into spider/database)"),
+}
 
 _FORMAT_RE = re.compile(r"\s*<think>(.*?)</think>\s*<answer>(.*?)</answer>\s*", re.S)
 _ORDER_BY_RE = re.compile(r"\border\s+by\b", re.I)
@@ -191,6 +202,10 @@ class TextToSQL(Task):
     answer_rewards = ("execution_match",)
     answer_metric = "execution_match"
     data_description = "synthetic text-to-SQL (tiny) / Spider train, 6,915 questions"
+    paper_data = tuple(DataFile(name, "train" if name == "spider_train" else "eval", f"spider/{f}", src)
+                       for name, (f, _, src) in SPIDER_FILES.items()) + (
+        DataFile("bird_dev", "eval", "bird/dev/dev.json", "bird-bench.github.io dev.zip (dev.json, dev_tables.json, "
+                 "dev_databases/); scored here with Spider's rule, not BIRD's set comparison (load_bird)"),)
     paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
                      max_completion_length=1024, choices=tuple(UNSTATED.values()))
     paper_models = {"3b": ("Qwen/Qwen2.5-Coder-3B-Instruct", 3.09e9), "7b": ("Qwen/Qwen2.5-Coder-7B-Instruct", 7.62e9)}
@@ -335,10 +350,15 @@ class TextToSQL(Task):
         return load_spider_split(Path(data_dir) / "spider", "spider_train")
 
     def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
-        """Spider dev and Spider-Realistic, scored by the rewards' means (execution_match: execution accuracy)."""
-        spider = Path(data_dir) / "spider"
-        return {name: Benchmark(self, load_spider(spider / f, spider / "tables.json", spider / "database"), reward_means)
-                for name, f in (("spider_dev", "dev.json"), ("spider_realistic", "spider_realistic.json"))}
+        """Every Spider-family evaluation set whose file is under ``data_dir`` (``SPIDER_FILES``; Spider dev and
+        Spider-Realistic on the project's machines) and BIRD dev when present, scored by the rewards' means
+        (execution_match: execution accuracy)."""
+        spider, bird = Path(data_dir) / "spider", Path(data_dir) / "bird" / "dev"
+        out = {name: Benchmark(self, load_spider_split(spider, name), reward_means)
+               for name, (f, _, _) in SPIDER_FILES.items() if name != "spider_train" and (spider / f).is_file()}
+        if (bird / "dev.json").is_file():
+            out["bird_dev"] = Benchmark(self, load_bird(bird), reward_means)
+        return out
 
 
 def _describe(gold_sql: str) -> str:
@@ -443,18 +463,6 @@ def load_spider(
             }
         )
     return datasets.Dataset.from_list(rows)
-
-
-#: the paper-scale Spider files under a data root's ``spider/`` folder: name -> (questions file, question field,
-#: where to get it). Databases are ``spider/database/<db_id>/<db_id>.sqlite``, schemas ``spider/tables.json``.
-SPIDER_FILES = {
-    "spider_train": ("train_spider_syn.json", "SpiderQuestion",
-                     "Spider train: taoyds/spider train_spider.json, or ygan/Spider-Syn Spider-Syn/train_spider.json"),
-    "spider_dev": ("dev.json", "question", "taoyds/spider evaluation_examples/examples/dev.json"),
-    "spider_syn_dev": ("dev_spider_syn.json", "SpiderSynQuestion", "ygan/Spider-Syn Spider-Syn/dev.json"),
-    "spider_realistic": ("spider_realistic.json", "question", "Spider-Realistic (Deng et al. 2021), spider-realistic.json"),
-    "spider_dk": ("spider_dk.json", "question", "ygan/Spider-DK Spider-DK.json (its databases go into spider/database)"),
-}
 
 
 def load_bird(bird_dev_dir: str | Path, limit: int | None = None):

@@ -36,7 +36,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
+from .base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
 
 logger = logging.getLogger(__name__)
 
@@ -441,6 +441,11 @@ class ToolCalling(Task):
     answer_rewards = ("correctness",)
     answer_metric = "correctness"
     data_description = "synthetic tool calls (tiny) / RLLA, 3,920 examples"
+    paper_data = (
+        DataFile("rlla_train", "train", "rlla/train.parquet", "qiancheng0/ToolRL dataset/rlla_4k/train.parquet (3,920 rows; "
+                 "load_rlla); until it is there the runner trains on rlla/rlla_sft.json"),
+        DataFile("rlla_sft", "train (fallback)", "rlla/rlla_sft.json", "qiancheng0/ToolRL dataset/rlla_4k_raw/rlla_sft.json"),
+    )
     paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
                      max_completion_length=512,
                      choices=tuple(UNSTATED.values()) + ("steps=100, prompts_per_step=32: not stated for tool calling; "
@@ -481,7 +486,9 @@ class ToolCalling(Task):
         return hidden, hidden.synthetic(n, seed=seed, split=split)
 
     def training_set(self, data_dir: Path):
-        return load_rlla(Path(data_dir) / "rlla" / "rlla_sft.json")
+        """RLLA's RL split (3,920 examples) when present, else its 400-example SFT file."""
+        full = Path(data_dir) / "rlla" / "train.parquet"
+        return load_rlla(full if full.is_file() else Path(data_dir) / "rlla" / "rlla_sft.json")
 
     def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
         """BFCL v4 non-live and live (the installed ``bfcl-eval``'s data), scored by the rewards' means."""
