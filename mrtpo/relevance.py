@@ -95,6 +95,14 @@ def js_relevance(
     out = torch.zeros(a.shape[0], dtype=torch.float32, device=a.device)
     keep = mask.reshape(-1).bool() if mask is not None else torch.ones(a.shape[0], dtype=torch.bool, device=a.device)
     rows = keep.nonzero(as_tuple=True)[0]
+    # fp32 math even when the caller runs under autocast (the replay's forwards do), so the floor's u is the inputs'
+    with torch.autocast(device_type=a.device.type, enabled=False):
+        _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tokens)
+    return out.reshape(lead)
+
+
+def _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tokens) -> None:
+    """``js_relevance``'s loop over chunks of positions, writing q into ``out``."""
     if lm_head is not None:
         w = lm_head.to(torch.float32)
         row_norm2 = torch.linalg.vector_norm(w, dim=-1).square()  # ||W_v||^2 (V,), no (V, H) temporary
@@ -114,7 +122,6 @@ def js_relevance(
         lb = torch.log_softmax(lb / temperature, dim=-1)
         js = js_divergence(la, lb)
         out[idx] = torch.where(js > rounding_floor(la, lb, logit_var), (js / LN2).sqrt(), torch.zeros_like(js))
-    return out.reshape(lead)
 
 
 def concentration(q: torch.Tensor, mask: torch.Tensor, share: float = 0.8) -> torch.Tensor:

@@ -135,3 +135,44 @@ def test_contexts_differ_only_by_the_left_out_block_chat_and_text():
     assert ctx.all[0] == chat[0]
     text = build_contexts("Q?", {"a": "x"})
     assert text.all == "Q?\n\n" + SECTION_HEADER + "\n[a] x" and text.minus["a"] == "Q?" and text.none == "Q?"
+
+
+def test_autocast_does_not_reach_the_js_math():
+    g = torch.Generator().manual_seed(5)
+    W, h1, h2 = torch.randn(40, 8, generator=g), torch.randn(2, 3, 8, generator=g), torch.randn(2, 3, 8, generator=g)
+    plain = js_relevance(h1, h2, lm_head=W)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        assert torch.equal(js_relevance(h1, h2, lm_head=W), plain)
+
+
+def test_zero3_partitioned_head_is_gathered_for_the_replay(monkeypatch):
+    """Under DeepSpeed ZeRO-3 a parameter is an empty shard with a ``ds_id``: the replay must read it whole."""
+    import sys
+    import types
+
+    from mrtpo.replay import whole_parameters
+
+    entered = []
+
+    class Gathered:
+        def __init__(self, params, modifier_rank=None):
+            entered.append((len(params), modifier_rank))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    fake = types.ModuleType("deepspeed")
+    fake.zero = types.SimpleNamespace(GatheredParameters=Gathered)
+    monkeypatch.setitem(sys.modules, "deepspeed", fake)
+    plain = torch.nn.Parameter(torch.ones(2))
+    with whole_parameters(plain, None):
+        pass
+    assert entered == []  # ordinary parameters: nothing to gather
+    shard = torch.nn.Parameter(torch.ones(0))
+    shard.ds_id = 7
+    with whole_parameters(shard, None):
+        pass
+    assert entered == [(1, None)]  # gathered read-only (no modifier rank)
