@@ -75,9 +75,12 @@ def _print_eval(results: dict) -> None:
 def cmd_train(args) -> None:
     from .runs import run
 
+    from .geometry import job_rank
+
     r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **_overrides(args))
-    print(("trained: " if r.trained else "reused: ") + str(r.path))
-    _print_eval(r.eval)
+    if job_rank() == 0:  # on several processes, process 0 evaluates and writes the folder
+        print(("trained: " if r.trained else "reused: ") + str(r.path))
+        _print_eval(r.eval)
 
 
 def cmd_eval(args) -> None:

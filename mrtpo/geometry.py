@@ -168,6 +168,11 @@ def job_processes() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def job_rank() -> int:
+    """This process's rank in the job (``RANK``), 0 when launched alone."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def job_uses_zero3() -> bool:
     """Whether accelerate launched this job with DeepSpeed ZeRO-3 (its launcher exports the stage)."""
     return os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"

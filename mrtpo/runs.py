@@ -30,8 +30,9 @@ from pathlib import Path
 
 from . import __version__
 from .advantages import TOKEN_LEVEL
-from .config import RunConfig, resolve
+from .config import BadRequest, RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
+from .geometry import job_processes
 from .models import model_spec, resolve_model
 from .paths import cache_root, data_root, results_root
 from .results import Run
@@ -157,12 +158,34 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     if folder.is_dir() and not force:
         return Run(folder)
     work = cache_root() / "work" / digest
+    if job_processes() > 1:
+        return _run_multiprocess(cfg, ident, digest, work, folder, force)
     with locked(cache_root() / "work" / f"{digest}.lock"):
         if folder.is_dir() and not force:  # another process finished it while we waited
             return Run(folder)
         if force:
             shutil.rmtree(work, ignore_errors=True)
         summary = train(cfg, work)
+        _write_folder(cfg, ident, digest, work, summary, folder)
+    return Run(folder, trained=True)
+
+
+def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, folder: Path, force: bool) -> Run:
+    """A run launched on several processes (``torchrun``, ``accelerate launch``): every process trains (no lock:
+    a process waiting on it would stall the others' collectives); process 0 then evaluates the saved final weights
+    alone and writes the folder (the weights hash is taken from the saved weights, whole even under ZeRO-3).
+    The other processes return as soon as training ends; their ``Run`` points at the folder process 0 writes."""
+    from .geometry import job_rank
+
+    if force:
+        raise BadRequest("force=True is not supported on several processes: delete the run folder instead")
+    with locked(cache_root() / "work" / f"{digest}.base.lock"):  # one process builds a missing base, the others wait
+        base_path(cfg)
+    summary = train(cfg, work)
+    if job_rank() == 0:
+        from transformers import AutoModelForCausalLM
+
+        summary["weights_sha256"] = weights_hash(AutoModelForCausalLM.from_pretrained(work / "final"))
         _write_folder(cfg, ident, digest, work, summary, folder)
     return Run(folder, trained=True)
 
@@ -222,7 +245,8 @@ def train(cfg: RunConfig, work: Path) -> dict:
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_model(str(work / "final"))
-    trainer.processing_class.save_pretrained(str(work / "final"))
+    if trainer.accelerator.is_main_process:
+        trainer.processing_class.save_pretrained(str(work / "final"))
     return {
         "weights_sha256": weights_hash(trainer.model),
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
