@@ -37,24 +37,22 @@ runs = report.grid(task, methods, model, seeds, steps, force)
 evals = report.evaluations(runs)
 steps_df = report.metrics(runs)
 metric = report.answer_metric(task)
+# headline: the synthetic test split at temperature 1 (tiny); the first benchmark, greedy (real scale)
+bench, decoding = evals.benchmark.iloc[0], ("temp1" if "temp1" in set(evals.decoding) else "greedy")
 
 # %%
-table = report.summary(evals, metric)
+table = report.summary(evals, metric, bench, decoding)
 cost = steps_df.groupby("method").agg(step_s=("step_time", "median"), replay_s=("time/replay", "median"))
 if "mrtpo/replay_forwards_per_response" in steps_df:
     cost["extra_forwards_per_response"] = steps_df.groupby("method")["mrtpo/replay_forwards_per_response"].mean()
 table = table.merge(cost.reset_index(), on="method", how="left")
-table["step_ratio_to_gdpo"] = table["step_s"] / cost.loc["gdpo", "step_s"]  # one row per benchmark at the real scale
+table["step_ratio_to_gdpo"] = table["step_s"] / cost.loc["gdpo", "step_s"]
 display(table.round(3))
 display(report.paper("table5_ablation"))
 
 # %%
-# the first benchmark (tiny: the synthetic test split) at temperature 1 where it was sampled (greedy at the real scale)
-shown = evals[evals.metric == metric]
-decoding = "temp1" if "temp1" in set(shown.decoding) else "greedy"
-shown = shown[(shown.benchmark == shown.benchmark.iloc[0]) & (shown.decoding == decoding)]
-fig = plots.method_bars(shown, "method", "value", ylabel=f"{shown.benchmark.iloc[0]} {metric} ({decoding})",
-                        title=f"ablation, {task}, {model}")
+fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == bench) & (evals.decoding == decoding)],
+                        "method", "value", ylabel=f"{bench} {metric} ({decoding})", title=f"ablation, {task}, {model}")
 plots.save(fig, f"table5_{task}_{model}")
 
 # %% [markdown]
