@@ -17,7 +17,7 @@ examples:
   mrtpo eval --task sql --method mrtpo                        # evaluation of that run (trains nothing)
   mrtpo eval --task sql --base                                # the untrained base policy
   mrtpo runs --task sql                                       # table of finished run folders
-  mrtpo plan --task sql --model 7b                            # paper-scale plan, no weights loaded
+  mrtpo plan --task sql --model 7b --gpus 8                   # paper-scale plan, no weights loaded
   mrtpo diagnose --task sql --model tiny --samples 256        # will MRTPO help? measured before training
 
 Run folders: results/runs/<task>/<model>/<method>[-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
@@ -76,9 +76,12 @@ def _print_eval(results: dict) -> None:
 def cmd_train(args) -> None:
     from .runs import run
 
+    from .geometry import job_rank
+
     r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **_overrides(args))
-    print(("trained: " if r.trained else "reused: ") + str(r.path))
-    _print_eval(r.eval)
+    if job_rank() == 0:  # on several processes, process 0 evaluates and writes the folder
+        print(("trained: " if r.trained else "reused: ") + str(r.path))
+        _print_eval(r.eval)
 
 
 def cmd_eval(args) -> None:
@@ -114,7 +117,7 @@ def cmd_plan(args) -> None:
     from .models import dry_run
 
     try:
-        dry_run(args.task, args.model, args.method)
+        dry_run(args.task, args.model, args.method, gpus=args.gpus, gpu_memory_gib=args.gpu_memory, prompt_len=args.prompt_len)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -171,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True)
     p.add_argument("--model", default="7b")
     p.add_argument("--method", default="mrtpo")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs (processes); more than one plans DeepSpeed ZeRO-3")
+    p.add_argument("--gpu-memory", type=float, default=80.0, help="memory per GPU in GiB (default 80: H100/A100)")
+    p.add_argument("--prompt-len", type=int, default=512, help="assumed prompt length in tokens (default 512)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("diagnose", help="measure concentration, check-region ratio, realised s, replay rate and "
                        "reward-specificity of a policy before training, with the reader's verdict (JSON too)")

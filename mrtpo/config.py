@@ -24,7 +24,8 @@ SPEC_FIELDS = ("steps", "prompts_per_step", "num_generations", "learning_rate", 
                "mrtpo_beta", "beta_warmup_steps", "kl_beta")
 #: MRTPOConfig fields the runner sets itself (not accepted as pass-through overrides)
 RUNNER_SET = ("output_dir", "advantage", "saw", "mrtpo_beta", "beta_warmup_steps", "beta", "learning_rate", "max_steps",
-              "per_device_train_batch_size", "num_generations", "max_completion_length", "temperature", "seed",
+              "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
+              "generation_batch_size", "num_generations", "max_completion_length", "temperature", "seed",
               "logging_steps", "save_strategy", "save_steps", "report_to", "use_cpu", "full_determinism",
               "profile_samples")
 

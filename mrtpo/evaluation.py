@@ -11,14 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import RunConfig
+from .models import model_spec
 from .paths import data_root
 from .tasks import get_task
 from .tasks.base import Benchmark
 
 
 def benchmarks(cfg: RunConfig) -> dict[str, Benchmark]:
-    """name -> Benchmark(task, held-out Dataset, scorer) for this run's scale (``Task.benchmarks``)."""
-    return get_task(cfg.task).benchmarks(cfg.scale, cfg.eval_prompts, cfg.eval_seed, data_root())
+    """name -> Benchmark(task, held-out Dataset, scorer) for this run's scale (``Task.benchmarks``); a model whose
+    registry entry has an ``eval_limit`` (the rehearsal) takes that many prompts of each real benchmark."""
+    out = get_task(cfg.task).benchmarks(cfg.scale, cfg.eval_prompts, cfg.eval_seed, data_root())
+    limit = model_spec(cfg.task, cfg.model).eval_limit
+    if limit is None:
+        return out
+    return {name: b._replace(data=b.data.select(range(min(limit, len(b.data))))) for name, b in out.items()}
 
 
 def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16) -> dict:

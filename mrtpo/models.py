@@ -48,6 +48,8 @@ class ModelSpec:
     kl_beta: float = 0.0
     #: hyperparameters the paper does not state, with the reason for the value chosen
     choices: tuple[str, ...] = ()
+    #: prompts per real-scale benchmark (None: every one; the rehearsal evaluates a few)
+    eval_limit: int | None = None
 
 
 TINY_CHOICES = (
@@ -57,10 +59,18 @@ TINY_CHOICES = (
 )
 
 
+#: the rehearsal of the paper path (``mrtpo.rehearsal``): the task's paper-scale run, every setting kept except
+#: these, shrunk so that every arm of a notebook runs on 2 CPU cores
+REHEARSAL = "rehearsal"
+REHEARSAL_RUN = dict(steps=2, seeds=(0,), prompts_per_step=2, max_completion_length=32)
+REHEARSAL_CHOICES = ("rehearsal: random-weight Qwen2 (mrtpo.rehearsal); 2 steps of 2 prompts x G, 1 seed, 32 completion "
+                     "tokens, 4 prompts per benchmark; G, learning rate, geometry rule, data, benchmarks as the paper run",)
+
+
 def model_names() -> list[str]:
-    """Every registry name: the tiny sizes, then the paper's model sizes (smallest first)."""
+    """Every registry name: the tiny sizes, the rehearsal, then the paper's model sizes (smallest first)."""
     paper = {name for key in TASKS for name in get_task(key).paper_models}
-    return list(TINY_SIZES) + sorted(paper, key=lambda n: float(n.rstrip("b")))
+    return list(TINY_SIZES) + [REHEARSAL] + sorted(paper, key=lambda n: float(n.rstrip("b")))
 
 
 def is_local_path(name: str) -> bool:
@@ -77,6 +87,12 @@ def model_spec(task: str, name: str = "tiny") -> ModelSpec:
         return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, t.tiny_completion_length, choices=TINY_CHOICES)
     if is_local_path(name):
         return ModelSpec(str(Path(name).expanduser()), 0.0, **t.paper_run)
+    if name == REHEARSAL:
+        from .rehearsal import REHEARSAL_VERSION
+
+        run = {**t.paper_run, **REHEARSAL_RUN}
+        run["choices"] = tuple(run.get("choices", ())) + REHEARSAL_CHOICES
+        return ModelSpec(f"rehearsal-v{REHEARSAL_VERSION}", 0.7e6, **run, eval_limit=4)
     if name not in model_names():
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(model_names())} (or a local path)")
     if name not in t.paper_models:
@@ -121,6 +137,10 @@ def resolve_model(task: str, name: str = "tiny", seed: int = 0) -> Path:
         return path
     if name in TINY_SIZES:
         return tiny_base(task, name, seed)
+    if name == REHEARSAL:
+        from .rehearsal import rehearsal_base
+
+        return rehearsal_base(task)
     spec = model_spec(task, name)
     looked = _candidates(spec.checkpoint)
     for path in looked:
@@ -145,34 +165,43 @@ def _hub_cache_dir() -> str:
     )
 
 
-def memory_estimate_gb(params: float, kl: bool) -> float:
-    """GPU memory for full fine-tuning with AdamW in bf16 mixed precision, activations excluded.
+def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bool = True, gpus: int = 1,
+            gpu_memory_gib: float = 80.0, prompt_len: int = 512) -> dict:
+    """The run plan without loading weights: model, data files (present with their sizes, or where to get them),
+    steps, and the batch geometry on ``gpus`` GPUs of ``gpu_memory_gib`` each (ZeRO-3 when more than one):
+    per-device micro-batch, gradient accumulation, generation batch and the estimated memory per GPU
+    (``mrtpo.geometry``; ``prompt_len`` is the assumed prompt length in tokens)."""
+    from .geometry import ARCHITECTURES, GPU_MEMORY_SHARE, plan_batches
+    from .paths import data_root
 
-    bytes/param: 2 (bf16 weights) + 2 (grads) + 4 (fp32 master) + 8 (Adam m, v) = 16, plus 2 for a
-    frozen bf16 reference model when the KL term is on; the replays of MRTPO reuse the policy's weights.
-    """
-    return params * (16 + (2 if kl else 0)) / 1024**3
-
-
-def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bool = True) -> dict:
-    """The run plan — model, data, steps, batch, estimated GPU memory — without loading weights."""
     spec = model_spec(task, name)
-    data = get_task(task).data_description
+    t = get_task(task)
+    arch = ARCHITECTURES.get(spec.checkpoint)
+    geometry = plan_batches(spec.prompts_per_step, spec.num_generations, gpus, arch=arch,
+                            budget_gib=gpu_memory_gib * GPU_MEMORY_SHARE if arch else None, prompt_len=prompt_len,
+                            completion_len=spec.max_completion_length, zero3=gpus > 1, kl=spec.kl_beta > 0)
     plan = {
         "task": task,
         "method": method,
         "model": name,
         "checkpoint": spec.checkpoint,
-        "data": data,
+        "data": t.data_description,
+        "data_files": t.data_status(data_root()),
         "steps": spec.steps,
         "prompts_per_step": spec.prompts_per_step,
         "num_generations": spec.num_generations,
-        "completions_per_step": spec.prompts_per_step * spec.num_generations,
         "seeds": list(spec.seeds),
         **{k: v for k, v in asdict(spec).items() if k not in ("checkpoint", "steps", "prompts_per_step",
-                                                              "num_generations", "seeds", "choices")},
-        "estimated_gpu_memory_gb": round(memory_estimate_gb(spec.params, spec.kl_beta > 0), 2),
-        "memory_note": "weights+grads+AdamW states (16 B/param), activations and generation KV cache extra",
+                                                              "num_generations", "seeds", "choices", "params")},
+        "gpus": gpus,
+        "launch": ("accelerate launch --config_file configs/accelerate/zero3_8gpu.yaml" if gpus > 1 else
+                   "accelerate launch --config_file configs/accelerate/one_gpu.yaml")
+                  + (f" --num_processes {gpus}" if gpus not in (1, 8) else "")
+                  + f" -m mrtpo.cli train --task {task} --model {name} --method {method}",
+        "geometry": geometry.as_dict(),
+        "memory_note": (f"estimate per GPU at {gpu_memory_gib:g} GiB x {GPU_MEMORY_SHARE}, prompts ~{prompt_len} tokens; "
+                        "terms and assumptions: mrtpo.geometry.memory_estimate" if arch else
+                        "no architecture entry for this checkpoint: no memory estimate"),
         "choices": list(spec.choices),
     }
     if print_plan:

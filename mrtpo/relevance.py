@@ -1,6 +1,7 @@
 """Token relevance: how far each next-token distribution moves when one verifier's information is removed.
 
-``q_t = sqrt( JS(p_t^all || p_t^minus) / ln 2 )`` in [0, 1] (the Jensen–Shannon distance, base 2); the
+``q_t = sqrt( JS(p_t^all || p_t^minus) / ln 2 )`` in [0, 1] (the Jensen–Shannon distance, base 2), set to
+exactly 0 where the two distributions agree to within the rounding of their dtype (``js_relevance``); the
 policy's token entropy ``h_t``; and how reward-specific the q profiles are (their correlations with each other
 and with ``h_t``). Pure tensor math: no model calls, no trainer state.
 """
@@ -17,16 +18,48 @@ LN2 = math.log(2.0)
 def js_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
     """``JS(p || q) = 1/2 KL(p || m) + 1/2 KL(q || m)``, ``m = (p + q) / 2``, from log-probabilities, in nats.
 
-    Computed in log space (``log m = logaddexp(log p, log q) - ln 2``) so that disjoint supports give ln 2
-    rather than NaN; terms with zero probability contribute 0. Last dim is the vocabulary. In [0, ln 2].
+    Written through the log-ratio ``d = log q - log p``: ``log(m / p) = log((1 + e^d) / 2) = log1p(expm1(d) / 2)``
+    and ``log(m / q)`` the same at ``-d``, so ``JS = -1/2 sum_v [p_v L(d_v) + q_v L(-d_v)]``, ``L(r) =
+    log((1 + e^r) / 2)``. Identical inputs give d = 0 and JS = 0 exactly (the form ``log p - log m`` leaves a
+    rounding residue of order ``eps * entropy``), and the error stays relative to d for close distributions.
+    Disjoint supports give ln 2 rather than NaN; terms with zero probability contribute 0. Last dim is the
+    vocabulary. In [0, ln 2].
     """
-    logm = torch.logaddexp(logp, logq) - LN2
+    d = logq - logp  # NaN only where both are -inf; those terms are dropped below
 
-    def kl_to_m(logx: torch.Tensor) -> torch.Tensor:
-        x = logx.exp()
-        return torch.where(x > 0, x * (logx - logm), torch.zeros_like(x)).sum(-1)
+    def half_mix(r: torch.Tensor) -> torch.Tensor:  # L(r) = log((1 + e^r) / 2); r - ln 2 once e^-r is negligible
+        return torch.where(r > 20, r - LN2, torch.log1p(torch.expm1(r.clamp(max=20)) / 2))
 
-    return (0.5 * (kl_to_m(logp) + kl_to_m(logq))).clamp(0.0, LN2)
+    p, q = logp.exp(), logq.exp()
+    terms = torch.where(p > 0, p * half_mix(d), torch.zeros_like(p)) + torch.where(q > 0, q * half_mix(-d), torch.zeros_like(q))
+    return (-0.5 * terms.sum(-1)).clamp(0.0, LN2)
+
+
+#: how far above the expected rounding-only JS a position must be to count as a shift (in q units: 4x)
+FLOOR_SIGMAS = 4.0
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """Unit roundoff u of a floating dtype (half its machine epsilon): 2^-24 fp32, 2^-11 fp16, 2^-8 bf16."""
+    return torch.finfo(dtype).eps / 2
+
+
+def rounding_floor(logp_all: torch.Tensor, logp_minus: torch.Tensor, logit_var: torch.Tensor) -> torch.Tensor:
+    """JS that rounding alone produces between two replays, ``FLOOR_SIGMAS^2 * 1/8 sum_v m_v (1 - m_v) sigma_v^2``.
+
+    To second order ``JS(p || q) = 1/8 Var_m(d)`` with ``d = log q - log p`` and ``m`` the mixture; if the two
+    replays' logits differ only by independent rounding errors of variance ``sigma_v^2`` (``logit_var``,
+    broadcastable to (..., V)), ``E[Var_m(d)] = sum_v m_v (1 - m_v) sigma_v^2``. Returns (...,).
+    """
+    m = 0.5 * (logp_all.exp() + logp_minus.exp())
+    spread = m * (1 - m) * logit_var
+    expected = 0.125 * torch.where(m > 0, spread, torch.zeros_like(spread)).sum(-1)
+    return FLOOR_SIGMAS**2 * expected
+
+
+def _finite_square(x: torch.Tensor) -> torch.Tensor:
+    """x^2, 0 where x is infinite (a masked -inf logit is exact: it carries no rounding error)."""
+    return torch.where(torch.isfinite(x), x * x, torch.zeros_like(x))
 
 
 def js_relevance(
@@ -38,34 +71,58 @@ def js_relevance(
     temperature: float = 1.0,
     chunk_tokens: int = 1024,
 ) -> torch.Tensor:
-    """Relevance ``q_t = sqrt(JS(p_t^all || p_t^minus) / ln 2)`` at every position, in [0, 1].
+    """Relevance ``q_t = sqrt(JS(p_t^all || p_t^minus) / ln 2)`` at every position, in [0, 1], with a rounding floor.
 
     all_, minus: logits (..., T, V) of the two replays at the same completion positions, or — when
     ``lm_head`` (V, H) is given — final hidden states (..., T, H), so that full (T, V) logits are never held
     for the whole sequence. Logits are divided by ``temperature`` (the sampling temperature, as TRL does for
     log-probs) and upcast to fp32 before the log-softmax. Work proceeds in chunks of ``chunk_tokens``
     positions, so peak extra memory is O(chunk_tokens * V), not O(T * V). Positions where ``mask`` is 0 get 0.
+
+    **Floor.** Two replays of the same distribution in a finite dtype do not give identical logits (padding and
+    batch shape change the reduction order), and the JS of such a pair is rounding, not relevance. So
+    ``q_t = 0`` exactly wherever ``JS_t <= FLOOR_SIGMAS^2 * 1/8 sum_v m_v (1 - m_v) sigma_v^2``
+    (``rounding_floor``): each input rounded once in its dtype (unit roundoff u, uniform error of variance
+    ``u^2 x^2 / 3`` on a value x), i.e. ``sigma_v^2 = u^2 (a_v^2 + b_v^2) / (3 tau^2)`` for logits a, b and
+    ``sigma_v^2 = u^2 ||W_v||^2 (||h_a||^2 + ||h_b||^2) / (3 H tau^2)`` for hidden states (rounding spread
+    evenly over the H dimensions), tau the temperature. In fp32 the floor is ~1e-6 in q; in bf16 it is
+    ~1e-3..1e-2 (hidden states) and up to ~0.05 (bf16 logits, whose spacing near |x| = 20 is 0.125). A response
+    whose every position is under the floor has qbar = 0 and so ``w = 1`` exactly (``advantages.token_weights``).
     """
     lead = all_.shape[:-1]
     a = all_.reshape(-1, all_.shape[-1])
     b = minus.reshape(-1, minus.shape[-1])
+    u = max(unit_roundoff(all_.dtype), unit_roundoff(minus.dtype))
     out = torch.zeros(a.shape[0], dtype=torch.float32, device=a.device)
     keep = mask.reshape(-1).bool() if mask is not None else torch.ones(a.shape[0], dtype=torch.bool, device=a.device)
     rows = keep.nonzero(as_tuple=True)[0]
+    # fp32 math even when the caller runs under autocast (the replay's forwards do), so the floor's u is the inputs'
+    with torch.autocast(device_type=a.device.type, enabled=False):
+        _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tokens)
+    return out.reshape(lead)
+
+
+def _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tokens) -> None:
+    """``js_relevance``'s loop over chunks of positions, writing q into ``out``."""
+    if lm_head is not None:
+        w = lm_head.to(torch.float32)
+        row_norm2 = torch.linalg.vector_norm(w, dim=-1).square()  # ||W_v||^2 (V,), no (V, H) temporary
     for start in range(0, rows.numel(), chunk_tokens):
         idx = rows[start : start + chunk_tokens]
-        la, lb = a[idx], b[idx]
+        la, lb = a[idx].to(torch.float32), b[idx].to(torch.float32)
         if lm_head is not None:
-            w = lm_head.to(torch.float32)
-            la = la.to(torch.float32) @ w.T
-            lb = lb.to(torch.float32) @ w.T
+            hidden_norm2 = (la * la).sum(-1, keepdim=True) + (lb * lb).sum(-1, keepdim=True)
+            logit_var = (u**2 / (3 * la.shape[-1] * temperature**2)) * hidden_norm2 * row_norm2
+            la, lb = la @ w.T, lb @ w.T
             if lm_head_bias is not None:
                 la = la + lm_head_bias.to(torch.float32)
                 lb = lb + lm_head_bias.to(torch.float32)
-        la = torch.log_softmax(la.to(torch.float32) / temperature, dim=-1)
-        lb = torch.log_softmax(lb.to(torch.float32) / temperature, dim=-1)
-        out[idx] = (js_divergence(la, lb) / LN2).sqrt()
-    return out.reshape(lead)
+        else:
+            logit_var = (u**2 / (3 * temperature**2)) * (_finite_square(la) + _finite_square(lb))
+        la = torch.log_softmax(la / temperature, dim=-1)
+        lb = torch.log_softmax(lb / temperature, dim=-1)
+        js = js_divergence(la, lb)
+        out[idx] = torch.where(js > rounding_floor(la, lb, logit_var), (js / LN2).sqrt(), torch.zeros_like(js))
 
 
 def concentration(q: torch.Tensor, mask: torch.Tensor, share: float = 0.8) -> torch.Tensor:

@@ -10,6 +10,7 @@ heat maps), so that a heat map shows exactly the q that training uses:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Callable
 
@@ -68,6 +69,17 @@ def replay_hidden(model, prompt_ids: list[list[int]], completion_ids: list[torch
     return torch.cat(hidden)
 
 
+def whole_parameters(*params):
+    """A context in which ZeRO-3-partitioned parameters are whole (DeepSpeed gathers them, read-only); a no-op
+    for ordinary parameters. The replay reads the lm_head's weight directly, which ZeRO-3 leaves as an empty shard."""
+    params = [p for p in params if p is not None]
+    if not any(hasattr(p, "ds_id") for p in params):
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+
+
 @torch.no_grad()
 def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, blocks: list[dict[str, str]],
               completion_ids: torch.Tensor, completion_mask: torch.Tensor, need: torch.Tensor, reward_names: list[str],
@@ -104,17 +116,18 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
         h_ref = replay_hidden(model, prompt_ids_of(ref_prompts), [completion_ids[j] for j in ref_rows], pad_id, batch_size)
         forwards = len(ref_prompts)
         head = model.get_output_embeddings()
-        for start in range(0, len(cmp_rows), batch_size):
-            rows = cmp_rows[start : start + batch_size]
-            h_cmp = replay_hidden(model, prompt_ids_of(cmp_prompts[start : start + batch_size]),
-                                  [completion_ids[j] for j, _, _ in rows], pad_id, batch_size)
-            forwards += len(rows)
-            js = js_relevance(
-                h_ref[[r for _, _, r in rows]], h_cmp, completion_mask[[j for j, _, _ in rows]], lm_head=head.weight,
-                lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
-            )
-            for i, (j, k, _) in enumerate(rows):
-                q[j, k] = js[i]
+        with whole_parameters(head.weight, head.bias):
+            for start in range(0, len(cmp_rows), batch_size):
+                rows = cmp_rows[start : start + batch_size]
+                h_cmp = replay_hidden(model, prompt_ids_of(cmp_prompts[start : start + batch_size]),
+                                      [completion_ids[j] for j, _, _ in rows], pad_id, batch_size)
+                forwards += len(rows)
+                js = js_relevance(
+                    h_ref[[r for _, _, r in rows]], h_cmp, completion_mask[[j for j, _, _ in rows]],
+                    lm_head=head.weight, lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
+                )
+                for i, (j, k, _) in enumerate(rows):
+                    q[j, k] = js[i]
         # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
         q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
     finally:

@@ -30,8 +30,9 @@ from pathlib import Path
 
 from . import __version__
 from .advantages import TOKEN_LEVEL
-from .config import RunConfig, resolve
+from .config import BadRequest, RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
+from .geometry import job_processes
 from .manifest import check_writable, write_manifest
 from .models import model_spec, resolve_model
 from .paths import cache_root, data_root, portable, results_root
@@ -159,12 +160,34 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
         return Run(folder)
     check_writable(folder.parent)  # read-only or full: fail now, not after training
     work = cache_root() / "work" / digest
+    if job_processes() > 1:
+        return _run_multiprocess(cfg, ident, digest, work, folder, force)
     with locked(cache_root() / "work" / f"{digest}.lock"):
         if folder.is_dir() and not force:  # another process finished it while we waited
             return Run(folder)
         if force:
             shutil.rmtree(work, ignore_errors=True)
         summary = train(cfg, work)
+        _write_folder(cfg, ident, digest, work, summary, folder)
+    return Run(folder, trained=True)
+
+
+def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, folder: Path, force: bool) -> Run:
+    """A run launched on several processes (``torchrun``, ``accelerate launch``): every process trains (no lock:
+    a process waiting on it would stall the others' collectives); process 0 then evaluates the saved final weights
+    alone and writes the folder (the weights hash is taken from the saved weights, whole even under ZeRO-3).
+    The other processes return as soon as training ends; their ``Run`` points at the folder process 0 writes."""
+    from .geometry import job_rank
+
+    if force:
+        raise BadRequest("force=True is not supported on several processes: delete the run folder instead")
+    with locked(cache_root() / "work" / f"{digest}.base.lock"):  # one process builds a missing base, the others wait
+        base_path(cfg)
+    summary = train(cfg, work)
+    if job_rank() == 0:
+        from transformers import AutoModelForCausalLM
+
+        summary["weights_sha256"] = weights_hash(AutoModelForCausalLM.from_pretrained(work / "final"))
         _write_folder(cfg, ident, digest, work, summary, folder)
     return Run(folder, trained=True)
 
@@ -180,20 +203,26 @@ def last_checkpoint(output_dir: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
-def trainer_config(cfg: RunConfig, output_dir: Path):
-    """The MRTPOConfig of a run; CPU when no GPU is visible (then fp32, no gradient checkpointing)."""
+def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = None):
+    """The MRTPOConfig of a run. Batch geometry from ``mrtpo.geometry.plan_for_job``: ``prompts_per_step x
+    num_generations`` completions per optimizer step over all processes, micro-batches and accumulation from the
+    GPU's memory and the model in ``model_dir``. bf16 autocast on a GPU (fp32 on CPU); gradient checkpointing on a
+    GPU and at the real scale everywhere (so the CPU rehearsal of the paper path exercises it)."""
     import torch
 
+    from .geometry import plan_for_job
     from .trainer import MRTPOConfig
 
     gpu = torch.cuda.is_available()
+    plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
+                        kl=cfg.kl_beta > 0)
     return MRTPOConfig(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, mrtpo_beta=cfg.mrtpo_beta,
         beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
-        max_steps=cfg.steps, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
-        num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+        max_steps=cfg.steps, **plan.trainer_args(), max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu, full_determinism=cfg.deterministic,
+        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu or cfg.scale == "real",
+        full_determinism=cfg.deterministic,
         profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **cfg.trainer_args,
     )
 
@@ -216,11 +245,12 @@ def train(cfg: RunConfig, work: Path) -> dict:
         shutil.rmtree(out)
     trainer = MRTPOTrainer(
         model=str(path), processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=task.reward_funcs(),
-        train_dataset=train_data(cfg), args=trainer_config(cfg, out), z_blocks=task.z_blocks,
+        train_dataset=train_data(cfg), args=trainer_config(cfg, out, path), z_blocks=task.z_blocks,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_model(str(work / "final"))
-    trainer.processing_class.save_pretrained(str(work / "final"))
+    if trainer.accelerator.is_main_process:
+        trainer.processing_class.save_pretrained(str(work / "final"))
     return {
         "weights_sha256": weights_hash(trainer.model),
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),

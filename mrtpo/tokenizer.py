@@ -40,10 +40,20 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    corpus: Iterable[str],
+    vocab_size: int = 4096,
+    min_frequency: int = 2,
+    pad: str = PAD,
+    eos: str = EOS,
+    markers: tuple[str, ...] = ROLES,
+    chat_template: str = CHAT_TEMPLATE,
+) -> PreTrainedTokenizerFast:
     """Train the split-then-byte-level BPE on ``corpus`` and wrap it for transformers.
 
-    Deterministic: the same corpus (same order) gives the same vocabulary and merges.
+    Deterministic: the same corpus (same order) gives the same vocabulary and merges. ``pad``, ``eos`` and the
+    chat ``markers`` are special tokens (ids 0, 1, 2, ... in that order); ``chat_template`` renders messages
+    with them (the defaults: this module's small template; ``mrtpo.rehearsal`` passes Qwen's ChatML ones).
     """
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -57,20 +67,20 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 4096, min_frequency
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=[PAD, EOS, *ROLES],
+        special_tokens=list(dict.fromkeys([pad, eos, *markers])),
         show_progress=False,
     )
     tok.train_from_iterator(list(corpus), trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAGS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
-        pad_token=PAD,
-        eos_token=EOS,
-        additional_special_tokens=list(ROLES),
+        pad_token=pad,
+        eos_token=eos,
+        additional_special_tokens=[m for m in dict.fromkeys(markers) if m not in (pad, eos)],
         clean_up_tokenization_spaces=False,
         padding_side="left",  # generation pads on the left
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     return fast
 
 

@@ -251,12 +251,13 @@ class MRTPOTrainer(GRPOTrainer):
             blocks, errors = safe_z_blocks(self.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
             if errors is not None:
                 self._metrics["train"]["mrtpo/z_block_errors"].append(errors)
-            q, forwards = relevance(
-                self.accelerator.unwrap_model(self.model), lambda prompts: self._tokenize_prompts(prompts)[0],
-                self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"], need,
-                self.reward_func_names, joint=joint, temperature=self.temperature,
-                batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
-            )
+            with self.accelerator.autocast():  # the replay's forwards in the training forward's precision (bf16 on GPU)
+                q, forwards = relevance(
+                    self.accelerator.unwrap_model(self.model), lambda prompts: self._tokenize_prompts(prompts)[0],
+                    self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"],
+                    need, self.reward_func_names, joint=joint, temperature=self.temperature,
+                    batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
+                )
         self.replay_forwards += forwards
         self._metrics["train"]["mrtpo/replay_forwards_per_response"].append(forwards / B)
         return q

@@ -66,7 +66,7 @@ def comparable(metrics: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("kwargs, match", [
     (dict(task="chess"), "valid values: sql, if, tool"),
     (dict(method="ppo"), "grpo, gdpo, mrtpo, joint, shuffled, uniform"),
-    (dict(model="13b"), "tiny, smoke, 1.5b, 3b, 4b, 7b"),
+    (dict(model="13b"), "tiny, smoke, rehearsal, 1.5b, 3b, 4b, 7b"),
     (dict(model="4b"), "not a paper setting for task 'sql'"),
     (dict(mrtpo_beta=1.5), r"\[0, 1\]"),
     (dict(beta=0.5), "mrtpo_beta.*kl_beta"),
@@ -86,7 +86,7 @@ def test_paper_model_gives_the_registry_error_and_plan_prints(dirs, capsys):
         E.run("sql", "mrtpo", model="7b")
     main(["plan", "--task", "sql", "--model", "7b"])
     plan = json.loads(capsys.readouterr().out)
-    assert plan["checkpoint"] == "Qwen/Qwen2.5-Coder-7B-Instruct" and plan["estimated_gpu_memory_gb"] > 100
+    assert plan["checkpoint"] == "Qwen/Qwen2.5-Coder-7B-Instruct" and plan["geometry"]["memory_gib_per_device"] > 100
 
 
 def test_help_is_usable(capsys):

@@ -106,9 +106,11 @@ def test_model_dir_override(tmp_path, monkeypatch, smoke_builds):
 def test_dry_run_prints_the_plan(capsys):
     plan = dry_run("sql", "7b")
     out = capsys.readouterr().out
-    assert "Qwen/Qwen2.5-Coder-7B-Instruct" in out and "estimated_gpu_memory_gb" in out
+    assert "Qwen/Qwen2.5-Coder-7B-Instruct" in out and "memory_gib_per_device" in out
     assert plan["steps"] == 100 and plan["prompts_per_step"] == 32 and len(plan["seeds"]) == 3
-    assert 100 < plan["estimated_gpu_memory_gb"] < 150
+    assert plan["geometry"]["fits"] is False  # a 7B's training states alone exceed one 80 GB GPU
+    eight = dry_run("sql", "7b", gpus=8, print_plan=False)["geometry"]
+    assert eight["fits"] and eight["memory_gib_per_device"] < 72 and eight["completions_per_step"] == 32 * 8
     assert model_spec("if", "4b").kl_beta == 0 and model_spec("if", "4b").steps == 300
 
 
@@ -195,3 +197,19 @@ def test_a_local_folder_is_a_model_for_the_runner(smoke_builds, tmp_path, monkey
     assert runs.run_name(cfg, "0" * 64).startswith("gdpo-seed0-")
     with pytest.raises(ModelNotAvailable, match="no model weights"):
         runs.resolve("sql", "gdpo", model=str(tmp_path))
+
+
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_plan_of_every_paper_model_keeps_the_papers_step(gpus, monkeypatch, tmp_path):
+    from mrtpo.tasks import TASKS, get_task
+
+    monkeypatch.setenv("MRTPO_DATA_DIR", str(tmp_path))  # no data: every file listed with where to get it
+    for task in TASKS:
+        for name in get_task(task).paper_models:
+            plan = dry_run(task, name, gpus=gpus, print_plan=False)
+            g = plan["geometry"]
+            assert g["completions_per_step"] == g["generation_batch_size"] == plan["prompts_per_step"] * plan["num_generations"]
+            assert g["completions_per_step"] // plan["num_generations"] == get_task(task).paper_run["prompts_per_step"]
+            assert g["per_device_train_batch_size"] * g["gradient_accumulation_steps"] * gpus == g["completions_per_step"]
+            assert all(not f["present"] and f["get_it_from"] for f in plan["data_files"])
+            assert ("zero3_8gpu" in plan["launch"]) == (gpus > 1)

@@ -8,13 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrtpo.contexts import SECTION_HEADER, build_contexts
+from mrtpo.advantages import token_weights
 from mrtpo.relevance import (
     concentration,
+    js_divergence,
     js_relevance,
     median_correlations,
     profile_correlation,
+    rounding_floor,
     specificity,
     token_entropy,
+    unit_roundoff,
 )
 
 
@@ -63,6 +67,64 @@ def test_hidden_state_path_equals_logits_path_and_half_precision():
     assert torch.allclose(via_logits, via_hidden, atol=1e-5)
     half = js_relevance((h1 @ W.T).to(torch.bfloat16), (h2 @ W.T).to(torch.bfloat16))
     assert torch.isfinite(half).all() and half.dtype == torch.float32
+
+
+QWEN_VOCAB = 151_936
+
+
+def _qwen_scale_logits(rows: int, seed: int) -> torch.Tensor:
+    """(rows, 151,936) logits from flat (entropy ~11 nats) to peaked (~1 nat), around an offset as real models have."""
+    g = torch.Generator().manual_seed(seed)
+    scales = torch.linspace(1.0, 8.0, rows).unsqueeze(1)
+    return torch.randn(rows, QWEN_VOCAB, generator=g) * scales + 5.0
+
+
+def test_identical_qwen_vocab_distributions_give_exactly_zero_and_uniform_weights_fp32():
+    logits = _qwen_scale_logits(4, seed=0)
+    logp = torch.log_softmax(logits, -1)
+    assert (js_divergence(logp, logp.clone()) == 0).all()  # the log-ratio form leaves no rounding residue
+    q = js_relevance(logits, logits.clone(), chunk_tokens=2)
+    assert (q == 0).all()
+    g = torch.Generator().manual_seed(1)
+    W, h = torch.randn(QWEN_VOCAB, 16, generator=g) * 0.1, torch.randn(4, 16, generator=g) * 3
+    assert (js_relevance(h, h.clone(), lm_head=W, chunk_tokens=2) == 0).all()
+    w = token_weights(q.reshape(1, 1, 4), torch.ones(1, 4), beta=0.5)
+    assert (w == 1).all()
+
+
+def test_same_distribution_rounded_twice_in_bf16_gives_exactly_zero():
+    """Two bf16 replays of one distribution differ by rounding (here: sub-ulp jitter before the cast)."""
+    logits = _qwen_scale_logits(4, seed=2)
+    g = torch.Generator().manual_seed(3)
+    jittered = logits * (1 + torch.empty_like(logits).uniform_(-(2**-8), 2**-8, generator=g))
+    a, b = logits.bfloat16(), jittered.bfloat16()
+    assert (a != b).any()  # the two replays really differ in their last bits
+    raw = js_divergence(torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1))
+    assert (raw > 0).all()  # without the floor each position would carry noise-driven relevance
+    q = js_relevance(a, b, chunk_tokens=2)
+    assert (q == 0).all()
+    assert (token_weights(q.reshape(1, 1, 4), torch.ones(1, 4), beta=0.5) == 1).all()
+    # hidden-state path: bf16 hidden states rounded twice, projected with a (V, H) head
+    W = torch.randn(QWEN_VOCAB, 32, generator=g) * 0.05
+    h = torch.randn(4, 32, generator=g) * 4
+    hj = h * (1 + torch.empty_like(h).uniform_(-(2**-8), 2**-8, generator=g))
+    assert (js_relevance(h.bfloat16(), hj.bfloat16(), lm_head=W, chunk_tokens=2) == 0).all()
+
+
+def test_floor_keeps_real_shifts_and_is_the_documented_formula():
+    logits = _qwen_scale_logits(2, seed=4)
+    shifted = logits.clone()
+    shifted[:, logits[1].argmax()] += 2.0  # row 1: its most likely token gains 2 nats of logit
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = logits.to(dtype), shifted.to(dtype)
+        la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
+        js = js_divergence(la, lb)
+        floor = rounding_floor(la, lb, unit_roundoff(dtype) ** 2 / 3 * (a.float() ** 2 + b.float() ** 2))
+        expected = torch.where(js > floor, (js / math.log(2)).sqrt(), torch.zeros_like(js))
+        q = js_relevance(a, b, chunk_tokens=1)
+        assert torch.equal(q, expected)
+        assert q[1] > 0.1 and q[1] == (js[1] / math.log(2)).sqrt()  # a 2-nat move of the top token survives
+    assert unit_roundoff(torch.float32) == 2**-24 and unit_roundoff(torch.bfloat16) == 2**-8
 
 
 def test_concentration():
@@ -138,3 +200,44 @@ def test_specificity_and_medians():
     assert med["entropy_corr/b"] == pytest.approx(1.0, abs=1e-6) and med["entropy_corr/c"] == pytest.approx(r, abs=1e-6)
     none = median_correlations(specificity(q, mask, torch.zeros(2, 3, dtype=torch.bool)))
     assert math.isnan(none["cross_reward_corr"]) and none["cross_reward_pairs"] == 0 and "entropy_corr" not in none
+
+
+def test_autocast_does_not_reach_the_js_math():
+    g = torch.Generator().manual_seed(5)
+    W, h1, h2 = torch.randn(40, 8, generator=g), torch.randn(2, 3, 8, generator=g), torch.randn(2, 3, 8, generator=g)
+    plain = js_relevance(h1, h2, lm_head=W)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        assert torch.equal(js_relevance(h1, h2, lm_head=W), plain)
+
+
+def test_zero3_partitioned_head_is_gathered_for_the_replay(monkeypatch):
+    """Under DeepSpeed ZeRO-3 a parameter is an empty shard with a ``ds_id``: the replay must read it whole."""
+    import sys
+    import types
+
+    from mrtpo.replay import whole_parameters
+
+    entered = []
+
+    class Gathered:
+        def __init__(self, params, modifier_rank=None):
+            entered.append((len(params), modifier_rank))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    fake = types.ModuleType("deepspeed")
+    fake.zero = types.SimpleNamespace(GatheredParameters=Gathered)
+    monkeypatch.setitem(sys.modules, "deepspeed", fake)
+    plain = torch.nn.Parameter(torch.ones(2))
+    with whole_parameters(plain, None):
+        pass
+    assert entered == []  # ordinary parameters: nothing to gather
+    shard = torch.nn.Parameter(torch.ones(0))
+    shard.ds_id = 7
+    with whole_parameters(shard, None):
+        pass
+    assert entered == [(1, None)]  # gathered read-only (no modifier rank)

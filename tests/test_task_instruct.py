@@ -25,6 +25,7 @@ from mrtpo.tasks.instruct import (  # noqa: E402
     evaluate,
     kwargs_list,
     load_jsonl,
+    registry,
 )
 
 IDS = [
@@ -130,6 +131,25 @@ def test_rewards_agree_with_field_evaluator(task):
         field = evaluate([(example, text)])
         assert field["inst_strict"] == pytest.approx(sum(mine) / 6)
         assert field["prompt_strict"] == float(all(mine))
+
+
+def test_strict_score_reads_the_raw_answer_as_the_official_evaluators():
+    """IFEval/IFBench's official strict rule: ``response.strip() and check_following(response)``, no stripping."""
+    from if_verifiable.common import evaluate_instructions
+
+    stairs = "first\n second\n  third"
+    example = {"instruction_id_list": ["format:line_indent"], "kwargs": "[{}]", "prompt_text": "p"}
+    official = registry()["format:line_indent"]("format:line_indent")
+    official.build_description()
+    for answer in (stairs, stairs + "\n\n"):
+        raw = official.check_following(answer)
+        assert check_constraint("<think>x</think>\n\n" + answer, "format:line_indent", {}) == raw
+        assert check_constraint(answer, "format:line_indent", {}) == raw
+        assert evaluate([(example, "<think>x</think>\n" + answer)])["prompt_strict"] == float(raw)
+    assert official.check_following(stairs) and not official.check_following(stairs + "\n\n")
+    # if_verifiable's wrapper strips the answer first, and so disagrees with the official verdict here
+    results, _ = evaluate_instructions(stairs + "\n\n", ["format:line_indent"], [{}], "p", registry())
+    assert results[0].strict_pass
 
 
 def test_evaluate_pools_instructions():

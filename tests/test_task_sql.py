@@ -13,7 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrtpo.tasks import get_task
-from mrtpo.tasks.sql import SYN_TEMPLATES, TAGS, TextToSQL, answer_sql, load_spider, synthetic_databases
+from mrtpo.tasks.sql import (
+    SYN_TEMPLATES,
+    TAGS,
+    TextToSQL,
+    answer_sql,
+    load_spider,
+    load_spider_split,
+    synthetic_databases,
+)
 from mrtpo.tasks.sqlexec import SQLExecutor
 
 SPIDER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spider"
@@ -329,11 +337,18 @@ def test_spider_dev_golds_match_themselves():
 
 @needs_spider
 def test_spider_variants_load():
-    syn = load_spider(SPIDER / "train_spider_syn.json", SPIDER / "tables.json", SPIDER / "database", missing_db="skip")
+    train = load_spider_split(SPIDER, "spider_train")
     raw = json.loads((SPIDER / "train_spider_syn.json").read_text())
-    assert 6_500 < len(syn) < 7_000  # three databases are missing from the rebuild
-    assert syn[0]["question"] == raw[0]["SpiderSynQuestion"] != raw[0]["SpiderQuestion"]
+    assert 6_500 < len(train) < 7_000  # three databases are missing from the rebuild
+    # the paper trains on Spider train's own questions, not on Spider-Syn's rewrites
+    assert train[0]["question"] == raw[0]["SpiderQuestion"] != raw[0]["SpiderSynQuestion"]
+    assert set(train["question"]) <= {r["SpiderQuestion"] for r in raw}
+    syn = load_spider(SPIDER / "train_spider_syn.json", SPIDER / "tables.json", SPIDER / "database", missing_db="skip",
+                      question_key="SpiderSynQuestion", limit=5)
+    assert syn[0]["question"] == raw[0]["SpiderSynQuestion"]
     with pytest.raises(ValueError, match=r"train_spider_syn\.json: record \d+: database file .*not found"):
+        load_spider(SPIDER / "train_spider_syn.json", SPIDER / "tables.json", SPIDER / "database", question_key="SpiderQuestion")
+    with pytest.raises(ValueError, match=r"record 0: needs 'question'.*SpiderQuestion"):
         load_spider(SPIDER / "train_spider_syn.json", SPIDER / "tables.json", SPIDER / "database")
     real = load_spider(SPIDER / "spider_realistic.json", SPIDER / "tables.json", SPIDER / "database", limit=20)
     assert len(real) == 20

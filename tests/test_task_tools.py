@@ -95,6 +95,38 @@ def test_parallel_calls_are_order_free(task):
     assert rewards(task, one, **cols) == (1.0, 0.0)
 
 
+def _blocks(*calls) -> str:
+    return "\n".join(f'<tool_call>\n{{"name": "set_alarm", "arguments": {{"hour": {h}}}}}\n</tool_call>' for h in calls)
+
+
+def test_one_block_per_call_is_read_in_full(task):
+    """Qwen's layout: one <tool_call> block per call; both rewards read every block."""
+    gt = [{"set_alarm": {"hour": [h]}} for h in (6, 7, 8)]
+    cols = {"functions": [json.dumps(FUNCTIONS)], "ground_truth": [json.dumps(gt)], "category": ["parallel"]}
+    assert rewards(task, "<think>x</think>\n" + _blocks(8, 6, 7), **cols) == (1.0, 1.0)
+    assert rewards(task, "<think>x</think>\n" + _blocks(8, 6), **cols) == (1.0, 0.0)  # a call missing
+    assert rewards(task, "<think>x</think>\n" + _blocks(8, 6, 7, 9), **cols) == (1.0, 0.0)  # a wrong extra block
+    assert rewards(task, "<think>x</think>\n" + _blocks(8, 6) + " and " + _blocks(7), **cols) == (0.0, 1.0)
+    unclosed = "<think>x</think>\n" + _blocks(8, 6) + '<tool_call>{"name": "set_alarm", "arguments": {"hour": 7}}'
+    assert rewards(task, unclosed, **cols) == (0.0, 0.0)
+    # one expected call: a second, wrong block is no longer unnoticed by correctness
+    single = {"functions": [json.dumps(FUNCTIONS)], "ground_truth": [json.dumps(gt[:1])], "category": ["multiple"]}
+    assert rewards(task, "<think>x</think>" + _blocks(6), **single) == (1.0, 1.0)
+    assert rewards(task, "<think>x</think>" + _blocks(6, 9), **single) == (1.0, 0.0)
+    assert parse_calls("<think>x</think>" + _blocks(6, 9)) == [{"set_alarm": {"hour": 6}}, {"set_alarm": {"hour": 9}}]
+    text = "<think>x</think>\n" + _blocks(8, 6)
+    regions = task.check_regions(text, {})["correctness"]
+    assert [text[a:b] for a, b in regions] == ['{"name": "set_alarm", "arguments": {"hour": %d}}' % h for h in (8, 6)]
+
+
+def test_reference_response_writes_one_block_per_call(task):
+    gt = [{"set_alarm": {"hour": [7]}}, {"set_alarm": {"hour": [8]}}]
+    ex = {"functions": json.dumps(FUNCTIONS), "ground_truth": json.dumps(gt), "category": "parallel"}
+    ref = task.reference_response(ex)
+    assert ref.count("<tool_call>") == 2 and format_ok(ref)
+    assert rewards(task, ref, **{k: [v] for k, v in ex.items()}) == (1.0, 1.0)
+
+
 def test_missing_columns_and_chat_completions(task):
     assert rewards(task, GOOD, other=[1]) == (1.0, None)
     fmt, cor = task.reward_funcs()

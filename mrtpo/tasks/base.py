@@ -31,6 +31,7 @@ with a default here, so a new task is one file plus one line in ``TASKS``:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -65,6 +66,27 @@ UNSTATED = {
 Scorer = Callable[["Task", list, list], dict]
 
 
+class DataFile(NamedTuple):
+    """A paper-scale data file: its role, where it goes under the data root, and where to get it."""
+
+    name: str
+    role: str  # "train", "eval" (scored here) or "eval, external judge" (loaded here, scored by its own code)
+    path: str  # relative to the data root ($MRTPO_DATA_DIR)
+    source: str
+
+
+def count_records(path: Path) -> int:
+    """Records of a JSON list, a JSONL file or a parquet file."""
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        return len(pd.read_parquet(path))
+    if path.suffix == ".jsonl":
+        with open(path, encoding="utf-8") as fh:
+            return sum(1 for line in fh if line.strip())
+    return len(json.loads(path.read_text(encoding="utf-8")))
+
+
 class Benchmark(NamedTuple):
     """One held-out evaluation set: the task that scores it, its rows, and ``scorer(task, rows, texts)``."""
 
@@ -95,6 +117,8 @@ class Task:
     answer_metric: str = ""
     #: one line on the training data of each scale, for ``mrtpo plan``
     data_description: str = ""
+    #: the paper-scale files, present or not (``data_status``, listed by ``mrtpo plan``)
+    paper_data: tuple[DataFile, ...] = ()
     #: the paper's run hyperparameters of this task (``ModelSpec`` fields: steps, seeds, ...) and the
     #: hyperparameters the paper does not state, with the reason for the value chosen (``choices``)
     paper_run: dict = {}
@@ -157,6 +181,16 @@ class Task:
         if hidden is not None:
             out["synthetic_hide_value"] = Benchmark(hidden[0], hidden[1], reward_means)
         return out
+
+    def data_status(self, data_dir: Path) -> list[dict]:
+        """Each ``paper_data`` file: whether it is under ``data_dir`` and its number of records, or where to get it."""
+        rows = []
+        for f in self.paper_data:
+            path = Path(data_dir) / f.path
+            row = {"name": f.name, "role": f.role, "path": str(path), "present": path.is_file()}
+            row.update({"records": count_records(path)} if path.is_file() else {"get_it_from": f.source})
+            rows.append(row)
+        return rows
 
     def corrupt(self, response: str, kind: str, rng: random.Random, words: list[str], label: str = "") -> str:
         """One warm-up corruption of ``kind`` (a ``Noise.kind``); ``label`` is ``reward_label`` of the block a

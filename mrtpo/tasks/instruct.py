@@ -6,10 +6,16 @@ checker; this module only loads data, calls the registry, and says which charact
 
 Choices, stated once:
 
-* **Answer part.** A response is ``<think>…</think>`` then the answer. Checkers judge the answer only,
-  cut exactly as ``if_verifiable.common.strip_thinking`` cuts it (text after the first ``</think>``,
-  stripped; a ``<think>`` never closed leaves an empty answer), so rewards agree with the field's
-  evaluator. Scoring is *strict* (the response as written, no loose variants).
+* **Answer part.** A response is ``<think>…</think>`` then the answer. Checkers judge the answer only: the
+  text after the first ``</think>`` without the line breaks that separate it from the tag (the chat template
+  writes ``</think>\n\n``), otherwise **as written**; a ``<think>`` never closed leaves an empty answer, and
+  a response without reasoning is judged whole. Scoring is *strict* as in the official IFEval
+  (google-research ``evaluation_lib.test_instruction_following_strict``) and IFBench (allenai/IFBench, same
+  function) evaluators: ``response.strip() and check_following(response)`` on the raw response. Nothing is
+  stripped first (``if_verifiable.common.strip_thinking`` strips, which the official code does not): a
+  trailing blank line changes, e.g., IFBench's ``format:line_indent`` verdict, and the official one counts.
+* **Checker version.** The checkers are those of ``if-verifiable`` ``CHECKERS_VERSION``; IFBench's own
+  repository has revised some checkers since, so the version is part of every reported number.
 * **Slots.** TRL needs a fixed list of reward functions, so the task exposes ``max_constraints`` slots
   ``constraint_0..``; slot *i* scores the *i*-th constraint of the example (1.0/0.0) and returns
   ``None`` when the example has fewer constraints (TRL reads None as "not applicable").
@@ -32,10 +38,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, strip_span, think_span
+from .base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, strip_span, think_span
 
 #: answers longer than this fail every constraint (see module docstring)
 MAX_ANSWER_CHARS = 16_000
+#: the checker code every IF number is computed with (IFEval + IFBench registries)
+CHECKERS_VERSION = "if-verifiable==0.1.2"
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,27 +90,39 @@ def describe(instruction_id: str, kwargs: dict | None) -> str:
 
 
 def answer_span(text: str) -> tuple[int, int]:
-    """Character span of the answer part, cut as ``if_verifiable.common.strip_thinking`` cuts it."""
+    """Character span of the answer part as the checkers judge it (module docstring): after the first
+    ``</think>`` and its line breaks, to the end of the response, unstripped; empty after an unclosed ``<think>``."""
     start, end = 0, len(text)
     close = text.find("</think>")
     if close >= 0:
         start = close + len("</think>")
+        while start < end and text[start] in "\r\n":
+            start += 1
     elif text.lstrip().startswith("<think>"):
         return (end, end)
-    return strip_span(text, start, end)
+    return (start, end)
 
 
+def check_constraint(response: str, instruction_id: str, kwargs: dict | None, prompt: str = "", loose: bool = False) -> bool:
+    """Verdict of one constraint on the raw answer part, as the official evaluators judge it.
 
-
-def check_constraint(response: str, instruction_id: str, kwargs: dict | None, prompt: str = "") -> bool:
-    """Strict verdict of one constraint on one response (the answer part is judged)."""
+    Strict: ``answer.strip() and check_following(answer)``. ``loose``: some official loose variant of the answer
+    passes (``if_verifiable.common.get_loose_transformations``, the same list as the official code: the answer,
+    without its first and/or last line, each with and without ``*``).
+    """
     start, end = answer_span(response)
     answer = response[start:end]
     if not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
         return False
+    if loose:
+        from if_verifiable.common import get_loose_transformations
+
+        candidates = get_loose_transformations(answer)
+    else:
+        candidates = [answer]
     checker = build_checker(instruction_id, kwargs, prompt)
     with _quiet_checkers():
-        return bool(checker.check_following(answer))
+        return any(c.strip() and checker.check_following(c) for c in candidates)
 
 
 def kwargs_list(value: Any) -> list[dict]:
@@ -166,25 +186,22 @@ def load_jsonl(path: str | Path):
 
 
 def evaluate(pairs: list[tuple[dict, str]]) -> dict[str, float]:
-    """IFEval accuracies of responses, computed by the field's own ``evaluate_instructions``.
+    """IFEval/IFBench accuracies of responses with the official evaluators' rule (raw answer; module docstring).
 
     ``pairs`` is a list of ``(example, response)``. Returns prompt-level (all constraints pass) and
-    instruction-level (pooled over all constraints) accuracy, strict and loose, and ``n``.
+    instruction-level (pooled over all constraints) accuracy, strict and loose, and ``n``. Strict agrees with
+    the training rewards (``check_constraint``) verdict for verdict.
     """
-    from if_verifiable.common import evaluate_instructions
-
     prompt_ok = {"strict": 0, "loose": 0}
     inst_ok = {"strict": 0, "loose": 0}
     n_inst = 0
     for example, response in pairs:
         ids = list(example["instruction_id_list"])
-        with _quiet_checkers():
-            results, _ = evaluate_instructions(
-                response, ids, kwargs_list(example["kwargs"]), example["prompt_text"], registry()
-            )
-        n_inst += len(ids)  # an empty answer yields no results: every constraint counts as failed
+        kws = kwargs_list(example["kwargs"])
+        n_inst += len(ids)
         for mode in ("strict", "loose"):
-            passed = sum(getattr(r, f"{mode}_pass") for r in results)
+            passed = sum(check_constraint(response, iid, kw, example["prompt_text"], loose=mode == "loose")
+                         for iid, kw in zip(ids, kws))
             inst_ok[mode] += passed
             prompt_ok[mode] += int(passed == len(ids))
     n = max(len(pairs), 1)
@@ -195,6 +212,97 @@ def evaluate(pairs: list[tuple[dict, str]]) -> dict[str, float]:
         "inst_loose": inst_ok["loose"] / max(n_inst, 1),
         "n": len(pairs),
     }
+
+
+# ------------------------------------------------------------- benchmarks judged outside this package
+# MulDimIF is judged by its authors' own checker code (Junjie-Ye/MulDimIF ``Code/evaluation``, not packaged) and
+# AdvancedIF by an LLM judge against expert rubrics (facebookresearch/AdvancedIF, o3-mini): neither can be scored
+# offline here. Their loaders give the prompts (to sample responses) and what the external judge needs.
+
+
+def _read_records(path: str | Path) -> list[dict]:
+    """Records of a ``.json`` list or a ``.jsonl`` file; errors name the file (and line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: file not found")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".jsonl":
+            records = []
+            for lineno, line in enumerate(text.splitlines(), 1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(f"{path}:{lineno}: invalid JSON: {exc}") from None
+        else:
+            records = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: invalid JSON: {exc}") from None
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path}: expected a non-empty list of JSON objects")
+    return records
+
+
+def _messages(value: Any, where: str) -> list[dict]:
+    """A conversation as chat messages; anything else is a data error naming ``where``."""
+    if not (isinstance(value, list) and value and all(isinstance(m, dict) and isinstance(m.get("role"), str)
+                                                      and isinstance(m.get("content"), str) for m in value)):
+        raise ValueError(f"{where}: the conversation must be a non-empty list of {{role, content}} messages")
+    return [{"role": m["role"], "content": m["content"]} for m in value]
+
+
+def _last_user_text(messages: list[dict]) -> str:
+    return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+
+
+def load_muldimif(path: str | Path):
+    """MulDimIF test data (``Data/test.json`` of Junjie-Ye/MulDimIF, 1,200 prompts) as a Dataset.
+
+    Columns: ``key`` (its ``id``), ``prompt`` (the ``conversations`` messages), ``prompt_text`` (last user
+    turn), ``constraints`` (JSON list of ``[category, type, description]``, what its checker reads) and
+    ``constraint_pattern``. Responses are scored by MulDimIF's own ``evaluation.py``.
+    """
+    from datasets import Dataset
+
+    rows = []
+    for i, rec in enumerate(_read_records(path)):
+        where = f"{path}: record {i}"
+        messages = _messages(rec.get("conversations"), where)
+        constraints = rec.get("constraints")
+        if not (isinstance(constraints, list) and constraints and all(
+                isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c) for c in constraints)):
+            raise ValueError(f"{where}: 'constraints' must be a list of [category, type, description]")
+        rows.append({"key": str(rec.get("id", i)), "prompt": messages, "prompt_text": _last_user_text(messages),
+                     "constraints": json.dumps(constraints), "constraint_pattern": str(rec.get("constraint_pattern", ""))})
+    return Dataset.from_list(rows)
+
+
+def load_advancedif(path: str | Path):
+    """AdvancedIF (facebook/AdvancedIF, ~1,600 prompts) as a Dataset.
+
+    Reads ``conversation_history`` (the messages up to the turn to answer) and ``prompt_metadata.rubrics``
+    (``prompt_metadata`` may be a JSON string, as in the released file). Columns: ``key``, ``prompt``,
+    ``prompt_text``, ``rubrics`` (JSON list of strings), ``benchmark`` (``benchmark_name`` when present:
+    complex IF, carried context or system steerability). Responses are scored by AdvancedIF's LLM judge.
+    """
+    from datasets import Dataset
+
+    rows = []
+    for i, rec in enumerate(_read_records(path)):
+        where = f"{path}: record {i}"
+        history = rec.get("conversation_history")
+        history = json.loads(history) if isinstance(history, str) else history
+        messages = _messages(history, where)
+        meta = rec.get("prompt_metadata")
+        meta = json.loads(meta) if isinstance(meta, str) else meta
+        rubrics = meta.get("rubrics") if isinstance(meta, dict) else None
+        rubrics = json.loads(rubrics) if isinstance(rubrics, str) else rubrics
+        if not (isinstance(rubrics, list) and rubrics and all(isinstance(r, str) for r in rubrics)):
+            raise ValueError(f"{where}: 'prompt_metadata' needs 'rubrics', a non-empty list of strings")
+        rows.append({"key": str(rec.get("id", i)), "prompt": messages, "prompt_text": _last_user_text(messages),
+                     "rubrics": json.dumps(rubrics), "benchmark": str(rec.get("benchmark_name", ""))})
+    return Dataset.from_list(rows)
 
 
 # ------------------------------------------------------------------------------------ check regions
@@ -245,9 +353,10 @@ def constraint_region(text: str, instruction_id: str, kwargs: dict) -> Spans:
 
     Localised where the checker reads a part (end phrase, first word, title, quotes, postscript,
     bullet lines, highlights, keyword occurrences); the whole answer for counts, case, length, JSON
-    and every IFBench constraint. Empty when the checked element is absent (e.g. no title at all).
+    and every IFBench constraint. Empty when the checked element is absent (e.g. no title at all). Surrounding
+    whitespace of the answer is never part of a region.
     """
-    start, end = answer_span(text)
+    start, end = strip_span(text, *answer_span(text))
     if end <= start:
         return []
     kind = instruction_id
@@ -390,6 +499,17 @@ class InstructionFollowing(Task):
     #: the mean over constraint slots (``report.evaluations`` adds it)
     answer_metric = "constraint_mean"
     data_description = "synthetic constraints (tiny) / HIR-16K, first two subsets"
+    paper_data = (
+        DataFile("hir16k", "train", "hir/hir16k.jsonl", "huggingface.co/datasets/sastpg/HIR-16K, its first two subsets "
+                 "(IFEval- and IFBench-type constraints) written as IFEval JSONL (prompt, instruction_id_list, kwargs)"),
+        DataFile("ifeval", "eval", "ifeval/input_data.jsonl", "google-research/instruction_following_eval data/input_data.jsonl"),
+        DataFile("ifbench", "eval", "ifbench/IFBench_test.jsonl", "allenai/IFBench data/IFBench_test.jsonl; checkers: "
+                 + CHECKERS_VERSION),
+        DataFile("muldimif", "eval, external judge", "muldimif/test.json", "Junjie-Ye/MulDimIF Data/test.json "
+                 "(load_muldimif; scored by its Code/evaluation)"),
+        DataFile("advancedif", "eval, external judge", "advancedif/advancedif.jsonl", "huggingface.co/datasets/facebook/"
+                 "AdvancedIF (load_advancedif; scored by its LLM judge, facebookresearch/AdvancedIF)"),
+    )
     paper_run = dict(steps=300, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2, 3, 4), learning_rate=1e-6,
                      max_completion_length=1024,
                      choices=(UNSTATED["num_generations"], UNSTATED["learning_rate"],

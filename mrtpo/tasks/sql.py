@@ -4,8 +4,9 @@ A response is ``<think>reasoning</think><answer>SQL</answer>``. Rewards (binary)
 
 * ``format``: exactly that layout (each tag once, only whitespace outside the two blocks);
 * ``executable``: the answer SQL runs without error in the sandbox (``sqlexec``);
-* ``execution_match``: Spider execution accuracy against the gold SQL (result multisets; row order
-  counts only when the gold query has ORDER BY, as in the official evaluator);
+* ``execution_match``: Spider execution accuracy against the gold SQL with the official test-suite-sql-eval
+  rule (``sqlexec.results_match``: result multisets, row order only when the gold query has ORDER BY, columns
+  matched up to a permutation); training reward and evaluation use the same rule;
 * optional sqlglot sub-verifiers (``sub_verifiers=True``): ``sql_tables``, ``sql_columns``,
   ``sql_where``, ``sql_joins``, each comparing one set of parsed items of answer and gold.
 """
@@ -25,7 +26,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..paths import cache_root
-from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
+from .base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
 from .sqlexec import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor, results_match
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -42,6 +43,17 @@ Z_TEMPLATES = {
     "sql_joins": "Reference JOINs: {}",
 }
 SUB_VERIFIERS = ("sql_tables", "sql_columns", "sql_where", "sql_joins")
+
+#: the paper-scale Spider files under a data root's ``spider/`` folder: name -> (questions file, question field,
+#: where to get it). Databases are ``spider/database/<db_id>/<db_id>.sqlite``, schemas ``spider/tables.json``.
+SPIDER_FILES = {
+    "spider_train": ("train_spider_syn.json", "SpiderQuestion",
+                     "Spider train: taoyds/spider train_spider.json, or ygan/Spider-Syn Spider-Syn/train_spider.json"),
+    "spider_dev": ("dev.json", "question", "taoyds/spider evaluation_examples/examples/dev.json"),
+    "spider_syn_dev": ("dev_spider_syn.json", "SpiderSynQuestion", "ygan/Spider-Syn Spider-Syn/dev.json"),
+    "spider_realistic": ("spider_realistic.json", "question", "Spider-Realistic (Deng et al. 2021), spider-realistic.json"),
+    "spider_dk": ("spider_dk.json", "question", "ygan/Spider-DK Spider-DK.json (its databases go into spider/database)"),
+}
 
 _FORMAT_RE = re.compile(r"\s*<think>(.*?)</think>\s*<answer>(.*?)</answer>\s*", re.S)
 _ORDER_BY_RE = re.compile(r"\border\s+by\b", re.I)
@@ -190,6 +202,10 @@ class TextToSQL(Task):
     answer_rewards = ("execution_match",)
     answer_metric = "execution_match"
     data_description = "synthetic text-to-SQL (tiny) / Spider train, 6,915 questions"
+    paper_data = tuple(DataFile(name, "train" if name == "spider_train" else "eval", f"spider/{f}", src)
+                       for name, (f, _, src) in SPIDER_FILES.items()) + (
+        DataFile("bird_dev", "eval", "bird/dev/dev.json", "bird-bench.github.io dev.zip (dev.json, dev_tables.json, "
+                 "dev_databases/); scored here with Spider's rule, not BIRD's set comparison (load_bird)"),)
     paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
                      max_completion_length=1024, choices=tuple(UNSTATED.values()))
     paper_models = {"3b": ("Qwen/Qwen2.5-Coder-3B-Instruct", 3.09e9), "7b": ("Qwen/Qwen2.5-Coder-7B-Instruct", 7.62e9)}
@@ -330,15 +346,19 @@ class TextToSQL(Task):
         return self, self.synthetic(n, seed=seed, split=split, hide_value=True)
 
     def training_set(self, data_dir: Path):
-        """Spider-Syn train (the three databases missing from the rebuilt set are skipped)."""
-        spider = Path(data_dir) / "spider"
-        return load_spider(spider / "train_spider_syn.json", spider / "tables.json", spider / "database", missing_db="skip")
+        """Spider train, original questions (``SpiderQuestion``; the databases missing from the rebuilt set are skipped)."""
+        return load_spider_split(Path(data_dir) / "spider", "spider_train")
 
     def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
-        """Spider dev and Spider-Realistic, scored by the rewards' means (execution_match: execution accuracy)."""
-        spider = Path(data_dir) / "spider"
-        return {name: Benchmark(self, load_spider(spider / f, spider / "tables.json", spider / "database"), reward_means)
-                for name, f in (("spider_dev", "dev.json"), ("spider_realistic", "spider_realistic.json"))}
+        """Every Spider-family evaluation set whose file is under ``data_dir`` (``SPIDER_FILES``; Spider dev and
+        Spider-Realistic on the project's machines) and BIRD dev when present, scored by the rewards' means
+        (execution_match: execution accuracy)."""
+        spider, bird = Path(data_dir) / "spider", Path(data_dir) / "bird" / "dev"
+        out = {name: Benchmark(self, load_spider_split(spider, name), reward_means)
+               for name, (f, _, _) in SPIDER_FILES.items() if name != "spider_train" and (spider / f).is_file()}
+        if (bird / "dev.json").is_file():
+            out["bird_dev"] = Benchmark(self, load_bird(bird), reward_means)
+        return out
 
 
 def _describe(gold_sql: str) -> str:
@@ -392,14 +412,20 @@ def load_spider(
     db_dir: str | Path,
     limit: int | None = None,
     missing_db: str = "raise",
+    question_key: str = "question",
+    sql_key: str = "query",
+    evidence_key: str | None = None,
 ):
-    """Spider, Spider-Syn or Spider-Realistic questions as a ``datasets.Dataset``.
+    """Spider-format questions (Spider, Spider-Syn, Spider-Realistic, Spider-DK) as a ``datasets.Dataset``.
 
     Columns: ``prompt`` (conversational), ``question``, ``db_id``, ``db_path``, ``gold_sql``, ``schema``.
-    The question is ``SpiderSynQuestion`` when present (Spider-Syn), else ``question``. Malformed input
-    fails here, naming the file and record: bad JSON, a missing field, an unknown ``db_id``, a missing
-    database file (``missing_db="skip"`` drops such records instead, e.g. Spider-Syn train on the
-    rebuilt databases, which lack three of them).
+    ``question_key`` names the field the question is read from: ``question`` in Spider's own files and in
+    Spider-Realistic/-DK; Spider-Syn's files hold the original question as ``SpiderQuestion`` and its synonym
+    rewrite as ``SpiderSynQuestion`` (``SPIDER_FILES`` says which is which). Malformed input fails here,
+    naming the file and record: bad JSON, a missing field, an unknown ``db_id``, a missing database file
+    (``missing_db="skip"`` drops such records instead, e.g. Spider train on the rebuilt databases, which lack
+    three of them). BIRD's files use ``sql_key="SQL"`` and carry a hint per question (``evidence_key=
+    "evidence"``), appended to the question as ``Evidence: ...`` as BIRD's baselines prompt it (``load_bird``).
     """
     import datasets
 
@@ -413,9 +439,11 @@ def load_spider(
         where = f"{questions_json}: record {i}"
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: expected an object, got {type(rec).__name__}")
-        question = rec.get("SpiderSynQuestion") or rec.get("question")
-        if not question or not rec.get("query") or not rec.get("db_id"):
-            raise ValueError(f"{where}: needs 'question' (or 'SpiderSynQuestion'), 'query' and 'db_id'")
+        question = rec.get(question_key)
+        if not question or not rec.get(sql_key) or not rec.get("db_id"):
+            raise ValueError(f"{where}: needs {question_key!r}, {sql_key!r} and 'db_id' (it has {sorted(rec)})")
+        if evidence_key and rec.get(evidence_key):
+            question = f"{question}\nEvidence: {rec[evidence_key]}"
         db_id = rec["db_id"]
         if db_id not in schemas:
             raise ValueError(f"{where}: db_id {db_id!r} is not in {tables_json}")
@@ -430,11 +458,35 @@ def load_spider(
                 "question": question,
                 "db_id": db_id,
                 "db_path": str(db_path),
-                "gold_sql": rec["query"],
+                "gold_sql": rec[sql_key],
                 "schema": schemas[db_id],
             }
         )
     return datasets.Dataset.from_list(rows)
+
+
+def load_bird(bird_dev_dir: str | Path, limit: int | None = None):
+    """BIRD dev (``dev.json``, ``dev_tables.json``, ``dev_databases/<db_id>/<db_id>.sqlite`` in one folder, as
+    bird-bench's ``dev.zip`` unpacks) in the columns of ``load_spider``; the question carries its evidence.
+
+    Scoring note: BIRD's official evaluator compares result *sets* (``set(pred) == set(gold)``); execution
+    accuracy here uses Spider's rule (``sqlexec.results_match``), which differs on duplicate rows, row order
+    under ORDER BY and column order, so BIRD numbers from this package are not the leaderboard's metric.
+    """
+    d = Path(bird_dev_dir)
+    return load_spider(d / "dev.json", d / "dev_tables.json", d / "dev_databases", limit=limit,
+                       question_key="question", sql_key="SQL", evidence_key="evidence")
+
+
+def load_spider_split(spider_dir: str | Path, name: str, limit: int | None = None):
+    """One of ``SPIDER_FILES`` from a folder laid out as the data README says. Train records whose database is
+    missing are skipped (the rebuilt databases lack three train ones); an evaluation set must be complete."""
+    spider_dir = Path(spider_dir)
+    if name not in SPIDER_FILES:
+        raise ValueError(f"unknown Spider split {name!r}; known: {', '.join(SPIDER_FILES)}")
+    filename, key, _ = SPIDER_FILES[name]
+    return load_spider(spider_dir / filename, spider_dir / "tables.json", spider_dir / "database", limit=limit,
+                       missing_db="skip" if name == "spider_train" else "raise", question_key=key)
 
 
 # -------------------------------------------------------------------------------------- synthetic

@@ -1,18 +1,20 @@
 """Tool calling: a format reward and a correctness reward judged by BFCL's official AST checker.
 
 Layout of a response: ``<think>…</think><tool_call>JSON</tool_call>``, JSON being one call
-``{"name": ..., "arguments": {...}}`` or a list of calls (parallel calls). One JSON object per line
-(ToolRL's layout) and ``"parameters"`` for ``"arguments"`` (ToolRL's key) are accepted too.
+``{"name": ..., "arguments": {...}}`` or a list of calls (parallel calls). Several calls may also come as
+one ``<tool_call>`` block per call — the layout Qwen models are trained on (Qwen2.5/Qwen3 chat templates) —
+and every block is read. One JSON object per line inside a block (ToolRL's layout) and ``"parameters"`` for
+``"arguments"`` (ToolRL's key) are accepted too.
 
 Rewards, both binary:
 
-* ``format``: the tags alone. Exactly one ``<think>…</think>`` first, then exactly one
-  ``<tool_call>…</tool_call>``, nothing else around them but whitespace (tags are counted in the
-  whole response, so a tag mentioned inside the reasoning breaks the format). It does not parse the JSON:
+* ``format``: the tags alone. Exactly one ``<think>…</think>`` first, then one or more
+  ``<tool_call>…</tool_call>`` blocks, nothing else around or between them but whitespace (tags are counted in
+  the whole response, so a tag mentioned inside the reasoning breaks the format). It does not parse the JSON:
   that is what ``correctness`` reads, so each reward keeps its own tokens.
-* ``correctness``: 1.0 when ``bfcl_eval``'s ``ast_checker`` accepts the calls inside the first
-  ``<tool_call>`` block after ``</think>`` (function name, required arguments, type-aware value match against the list
-  of possible answers, order-free for parallel calls), else 0.0. The checker is the official one,
+* ``correctness``: 1.0 when ``bfcl_eval``'s ``ast_checker`` accepts the calls of all ``<tool_call>`` blocks
+  after ``</think>`` taken together (function name, required arguments, type-aware value match against the list
+  of possible answers, order-free for parallel calls; a wrong or extra call in any block fails), else 0.0. The checker is the official one,
   imported with one stub module (see ``_ast_checker``).
 
 Every example, whatever its source, carries BFCL's own shapes: ``functions`` (JSON list of function
@@ -34,7 +36,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from .base import UNSTATED, Benchmark, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
+from .base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, reward_means, strip_span, think_span
 
 logger = logging.getLogger(__name__)
 
@@ -88,35 +90,40 @@ def _tag_positions(text: str, tag: str) -> list[int]:
     return found
 
 
-def tool_call_span(text: str) -> tuple[int, int] | None:
-    """Span of the (whitespace-stripped) content of the first ``<tool_call>…</tool_call>`` block
-    after the reasoning (reasoning may mention the tag itself; ToolRL's gold answers do)."""
+def tool_call_spans(text: str) -> list[tuple[int, int]] | None:
+    """Spans of the (whitespace-stripped) contents of every ``<tool_call>…</tool_call>`` block after the
+    reasoning (reasoning may mention the tag itself; ToolRL's gold answers do), in order.
+
+    [] when there is no block; None when a block is malformed (opened and not closed before the next one).
+    """
     think_end = text.find("</think>")
-    open_ = text.find("<tool_call>", think_end + len("</think>") if think_end >= 0 else 0)
-    if open_ < 0:
-        return None
-    start = open_ + len("<tool_call>")
-    end = text.find("</tool_call>", start)
-    if end < 0:
-        return None
-    return strip_span(text, start, end)
-
-
-
+    pos = think_end + len("</think>") if think_end >= 0 else 0
+    spans = []
+    while (open_ := text.find("<tool_call>", pos)) >= 0:
+        start = open_ + len("<tool_call>")
+        end = text.find("</tool_call>", start)
+        if end < 0 or 0 <= text.find("<tool_call>", start) < end:
+            return None
+        spans.append(strip_span(text, start, end))
+        pos = end + len("</tool_call>")
+    return spans
 
 def format_ok(text: str) -> bool:
-    """The format verdict: one think block, then one tool-call block, only whitespace around them."""
+    """The format verdict: one think block, then one or more tool-call blocks, only whitespace around and
+    between them."""
     body = text.strip()
     where = {tag: _tag_positions(body, tag) for tag in TAGS}
-    if any(len(found) != 1 for found in where.values()):
+    if len(where["<think>"]) != 1 or len(where["</think>"]) != 1 or not where["<tool_call>"]:
         return False
-    think_open, think_close, call_open, call_close = (where[tag][0] for tag in TAGS)
-    return (
-        think_open == 0
-        and think_open < think_close < call_open < call_close
-        and not body[think_close + len("</think>") : call_open].strip()
-        and call_close + len("</tool_call>") == len(body)
-    )
+    if len(where["<tool_call>"]) != len(where["</tool_call>"]) or where["<think>"][0] != 0:
+        return False
+    # the tags in order: <think> </think> then (<tool_call> </tool_call>)+, with only whitespace between blocks
+    edges = [(where["</think>"][0] + len("</think>"), "</think>")]
+    for open_, close in zip(where["<tool_call>"], where["</tool_call>"]):
+        if not edges[-1][0] <= open_ < close or body[edges[-1][0] : open_].strip():
+            return False
+        edges.append((close + len("</tool_call>"), "</tool_call>"))
+    return edges[-1][0] == len(body)
 
 
 def _as_call(obj: Any) -> dict:
@@ -132,20 +139,26 @@ def _as_call(obj: Any) -> dict:
 
 
 def parse_calls(text: str) -> list[dict]:
-    """Calls inside the first ``<tool_call>`` block as BFCL model output; raises on anything malformed."""
-    span = tool_call_span(text)
-    if span is None:
+    """The calls of every ``<tool_call>`` block after the reasoning, in order, as BFCL model output; raises on
+    anything malformed (no block, an unclosed block, an empty block, JSON that is not a call)."""
+    spans = tool_call_spans(text)
+    if spans is None:
+        raise ValueError("a <tool_call> block is not closed")
+    if not spans:
         raise ValueError("no <tool_call> block")
-    content = text[span[0] : span[1]]
-    try:
-        parsed = json.loads(content)
-    except json.JSONDecodeError:
-        # ToolRL's layout: one JSON object per line
-        parsed = [json.loads(line) for line in content.splitlines() if line.strip()]
-    calls = parsed if isinstance(parsed, list) else [parsed]
-    if not calls:
-        raise ValueError("empty tool call")
-    return [_as_call(c) for c in calls]
+    calls = []
+    for start, end in spans:
+        content = text[start:end]
+        try:
+            parsed = json.loads(content)
+        except json.JSONDecodeError:
+            # ToolRL's layout: one JSON object per line
+            parsed = [json.loads(line) for line in content.splitlines() if line.strip()]
+        block = parsed if isinstance(parsed, list) else [parsed]
+        if not block:
+            raise ValueError("empty tool call")
+        calls += [_as_call(c) for c in block]
+    return calls
 
 
 def check_calls(calls: list[dict], functions: list[dict], ground_truth: list[dict], category: str) -> dict:
@@ -189,8 +202,13 @@ def reference_calls(ground_truth: list[dict], functions: list[dict]) -> list[dic
 
 
 def calls_json(calls: list[dict]) -> str:
-    """The text of the gold call(s) as the policy should write it: one object, or a list for several."""
+    """The gold call(s) as one JSON text (the correctness Z block): one object, or a list for several."""
     return json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+
+
+def calls_blocks(calls: list[dict]) -> str:
+    """The gold call(s) as a policy writes them: one ``<tool_call>`` block per call (Qwen's layout)."""
+    return "\n".join(f"<tool_call>\n{json.dumps(c, ensure_ascii=False)}\n</tool_call>" for c in calls)
 
 
 # --------------------------------------------------------------------------------------------- data
@@ -423,6 +441,11 @@ class ToolCalling(Task):
     answer_rewards = ("correctness",)
     answer_metric = "correctness"
     data_description = "synthetic tool calls (tiny) / RLLA, 3,920 examples"
+    paper_data = (
+        DataFile("rlla_train", "train", "rlla/train.parquet", "qiancheng0/ToolRL dataset/rlla_4k/train.parquet (3,920 rows; "
+                 "load_rlla); until it is there the runner trains on rlla/rlla_sft.json"),
+        DataFile("rlla_sft", "train (fallback)", "rlla/rlla_sft.json", "qiancheng0/ToolRL dataset/rlla_4k_raw/rlla_sft.json"),
+    )
     paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
                      max_completion_length=512,
                      choices=tuple(UNSTATED.values()) + ("steps=100, prompts_per_step=32: not stated for tool calling; "
@@ -463,7 +486,9 @@ class ToolCalling(Task):
         return hidden, hidden.synthetic(n, seed=seed, split=split)
 
     def training_set(self, data_dir: Path):
-        return load_rlla(Path(data_dir) / "rlla" / "rlla_sft.json")
+        """RLLA's RL split (3,920 examples) when present, else its 400-example SFT file."""
+        full = Path(data_dir) / "rlla" / "train.parquet"
+        return load_rlla(full if full.is_file() else Path(data_dir) / "rlla" / "rlla_sft.json")
 
     def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:
         """BFCL v4 non-live and live (the installed ``bfcl-eval``'s data), scored by the rewards' means."""
@@ -473,7 +498,7 @@ class ToolCalling(Task):
     def reference_response(self, example: dict) -> str:
         calls = reference_calls(json.loads(example["ground_truth"]), json.loads(example["functions"]))
         names = " and ".join(dict.fromkeys(c["name"] for c in calls))
-        return f"<think>the user needs {names}</think>\n<tool_call>\n{calls_json(calls)}\n</tool_call>"
+        return f"<think>the user needs {names}</think>\n{calls_blocks(calls)}"
 
     # rewards ---------------------------------------------------------------------------------------
     def reward_funcs(self):
@@ -509,8 +534,8 @@ class ToolCalling(Task):
     def check_regions(self, completion, example):
         text = completion_text(completion)
         tags = sorted((p, p + len(tag)) for tag in TAGS for p in _tag_positions(text, tag))
-        call = tool_call_span(text)
-        return {"format": tags, "correctness": [call] if call and call[1] > call[0] else [], "think": think_span(text)}
+        calls = [span for span in tool_call_spans(text) or [] if span[1] > span[0]]
+        return {"format": tags, "correctness": calls, "think": think_span(text)}
 
 
 def _example(prompts: list, j: int, columns: dict) -> dict | None:
