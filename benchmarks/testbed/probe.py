@@ -1,0 +1,275 @@
+"""Testbed exploration (issue 12): build a tiny base from a named recipe variant and measure, per reward,
+where leave-one-out of Z_k moves the policy — on teacher-forced references and on sampled responses.
+
+Figures per (prompt set, response kind, reward), PAPER.md §7:
+* ratio: (sum q inside the checker's region / sum q) / (tokens inside / tokens), pooled over responses;
+  ``out_ratio`` the same for the tokens outside the region;
+* concentration: mean over responses of the share of tokens holding 80% of that response's shift;
+* mean q (the size of the shift);
+* cross-reward correlation: median over (response, reward pair) of Pearson(q_j, q_k) on the same response;
+* entropy correlation: median over (response, reward) of Pearson(q_k, H_t), H_t the entropy under P_all.
+Plus reading (answer reward with all Z blocks minus without, sampled at temperature 1) on default and
+hidden-value prompts, and variance (share of groups of G samples from P_0 with non-zero reward std).
+
+Usage: ``python benchmarks/testbed/probe.py NAME '{"noise": [["structure", .35, ["execution_match"]]], ...}'``;
+appends one row per figure to results/testbed/attempts.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from mrtpo import diagnostics as D
+from mrtpo import tiny
+from mrtpo.contexts import build_contexts
+from mrtpo.tasks import get_task
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT_CSV = ROOT / "results" / "testbed" / "attempts.csv"
+FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value", "notes")
+
+
+#: warm-up options not (yet) in ``tiny.Recipe``; popped from the overrides and part of the cache name
+EXTRA = {"copy_weight": 1.0}
+
+
+def recipe_from(overrides: dict, task: str) -> tiny.Recipe:
+    base = tiny.default_recipe(task)
+    kw = {k: v for k, v in overrides.items() if k not in EXTRA}
+    if "noise" in kw:
+        kw["noise"] = tuple(tiny.Noise(k, p, tuple(g)) for k, p, g in kw["noise"])
+    if "hint_p" in kw:
+        kw["hint_p"] = tuple(kw["hint_p"])
+    return dataclasses.replace(base, **kw)
+
+
+def copy_weighted_warmup(copy_weight: float):
+    """``tiny.warmup`` with the cross-entropy of answer-region value tokens (``tiny.VALUE_RE``) weighted by
+    ``copy_weight``: copying a value is one or two tokens of ~40, so without weight its gradient is lost
+    among the boilerplate tokens the policy learns first (attempt A2 copied nothing)."""
+    import random as _random
+
+    def sample_batch(examples, recipe, step, rng, words, tokenizer, counts):
+        ids, labels, attention = _orig_sample_batch(examples, recipe, step, rng, words, tokenizer, counts)
+        weights = torch.ones(labels.shape, dtype=torch.float32)
+        for b in range(labels.shape[0]):
+            pos = (labels[b] != -100).nonzero().flatten()
+            resp_ids = labels[b, pos].tolist()
+            text = tokenizer.decode(resp_ids, skip_special_tokens=False)
+            spans = _spans(tokenizer, resp_ids)
+            start = tiny.answer_start(text)
+            vals = [m.span() for m in tiny.VALUE_RE.finditer(text, start)]
+            for j, (a, e) in enumerate(spans):
+                if any(a < ve and e > vs for vs, ve in vals):
+                    weights[b, pos[j]] = copy_weight
+        return ids, labels, attention, weights
+
+    def _spans(tokenizer, ids):
+        out, prev = [], 0
+        for i in range(len(ids)):
+            end = len(tokenizer.decode(ids[: i + 1], skip_special_tokens=False))
+            out.append((prev, max(prev, end)))
+            prev = max(prev, end)
+        return out
+
+    def warmup(model, tokenizer, examples, recipe, seed, words, log_every=50):
+        import math as _m
+        rng = _random.Random(seed + 12345)
+        opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
+
+        def lr_at(step):
+            if step < recipe.warmup_steps:
+                return (step + 1) / recipe.warmup_steps
+            frac = (step - recipe.warmup_steps) / max(1, recipe.steps - recipe.warmup_steps)
+            return 0.5 * (1 + _m.cos(_m.pi * frac))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+        counts = {"blocks_shown": 0, "blocks_total": 0, "noise_applied": {n.kind: 0 for n in recipe.noise}}
+        losses, tokens, t0 = [], 0, time.time()
+        model.train()
+        for step in range(recipe.steps):
+            input_ids, labels, attention, weights = sample_batch(examples, recipe, step, rng, words, tokenizer, counts)
+            logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
+            tgt, w = labels[:, 1:], weights[:, 1:] * (labels[:, 1:] != -100)
+            ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tgt.reshape(-1).clamp_min(0), reduction="none")
+            loss = (ce * w.reshape(-1)).sum() / w.sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            tokens += int(attention.sum())
+            if log_every and (step % log_every == 0 or step == recipe.steps - 1):
+                print(f"warm-up step {step:4d}  loss {loss.item():.3f}  {time.time() - t0:6.1f}s", flush=True)
+        model.eval()
+        return {"final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
+                "loss_curve": [round(x, 4) for x in losses[:: max(1, len(losses) // 50)]], "tokens_seen": tokens,
+                "train_seconds": round(time.time() - t0, 1), "noise_applied": counts["noise_applied"],
+                "blocks_shown": round(counts["blocks_shown"] / max(1, counts["blocks_total"]), 3)}
+
+    _orig_sample_batch = tiny.sample_batch
+    return warmup
+
+
+def reference(task, recipe, row) -> str:
+    r = task.reference_response(row)
+    if not recipe.think_values and task.name in tiny.THINK_VALUES:
+        r = tiny.THINK_VALUES[task.name].sub("", r)
+    return r
+
+
+def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    d = (a.norm() * b.norm()).item()
+    return (a @ b).item() / d if d > 0 else math.nan
+
+
+def columns_of(rows):
+    return {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
+
+
+def rewards(task, rows, texts):
+    comps = [[{"role": "assistant", "content": t}] for t in texts]
+    out = {}
+    for f in task.reward_funcs():
+        out[f.__name__] = [math.nan if v is None else float(v) for v in f([r["prompt"] for r in rows], comps, **columns_of(rows))]
+    return out
+
+
+@torch.no_grad()
+def profiles(model, tok, task, rows, responses):
+    """Per (row, response ids, text): q per reward, entropy under P_all, regions -> accumulators."""
+    acc, cross, ent = {}, [], []
+    for r, (ids, text) in zip(rows, responses):
+        if not ids:
+            continue
+        z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": text}]], **{k: [r[k]] for k in r if k != "prompt"})[0]
+        ctx = build_contexts(r["prompt"], z)
+        names = [k for k in z]
+        logits = D.response_logits(model, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], list(ids))
+        logp = torch.log_softmax(logits[0], -1)
+        H = -(logp.exp() * logp).sum(-1)
+        regions = task.check_regions(text, r)
+        spans = D.token_char_spans(tok, ids)
+        qs = {}
+        for j, k in enumerate(names):
+            q = D.js_relevance(logits[0], logits[j + 1])
+            qs[k] = q
+            if not regions.get(k):
+                continue
+            inside = torch.tensor(D.in_region(spans, regions[k]))
+            a = acc.setdefault(k, dict(q_in=0.0, n_in=0, q_out=0.0, n_out=0, conc=[], qmean=[]))
+            a["q_in"] += q[inside].sum().item()
+            a["n_in"] += int(inside.sum())
+            a["q_out"] += q[~inside].sum().item()
+            a["n_out"] += int((~inside).sum())
+            a["qmean"].append(q.mean().item())
+            c = D.concentration(q)
+            if not math.isnan(c):
+                a["conc"].append(c)
+            e = pearson(q, H)
+            if not math.isnan(e):
+                ent.append(e)
+        for i, j in [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]:
+            c = pearson(qs[names[i]], qs[names[j]])
+            if not math.isnan(c):
+                cross.append(c)
+    return acc, cross, ent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("name")
+    ap.add_argument("overrides", nargs="?", default="{}")
+    ap.add_argument("--task", default="sql")
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--notes", default="")
+    ap.add_argument("--dry", action="store_true", help="print, do not append to the CSV")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    task = get_task(args.task)
+    overrides = json.loads(args.overrides)
+    recipe = recipe_from(overrides, args.task)
+    extra = {k: overrides.get(k, v) for k, v in EXTRA.items()}
+    suffix = "".join(f"-{k}{v}" for k, v in extra.items() if v != EXTRA[k])
+    path = tiny.cache_root().parent / "testbed" / f"{args.task}-{recipe.size}-{args.seed}-{tiny.recipe_hash(args.task, recipe, args.seed)}{suffix}"
+    if not (path / "mrtpo_recipe.json").exists():
+        if extra["copy_weight"] != 1.0:
+            tiny.warmup = copy_weighted_warmup(extra["copy_weight"])
+        tiny.build(args.task, recipe, args.seed, path)
+    meta = json.loads((path / "mrtpo_recipe.json").read_text())
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    out, t0 = [], time.time()
+
+    def emit(prompts, responses, reward, figure, value, notes=""):
+        out.append(dict(attempt=args.name, task=args.task, prompts=prompts, responses=responses, reward=reward, figure=figure,
+                        value=round(value, 4) if isinstance(value, float) else value, notes=notes))
+
+    sets = {"default": list(task.synthetic(args.prompts, seed=args.seed, split="test"))}
+    hidden = tiny.hidden_value_rows(task, args.prompts, args.seed, "test")
+    if hidden is not None:
+        sets["hidden"] = hidden
+    for sname, rows in sets.items():
+        samples = D.sample(model, tok, [r["prompt"] for r in rows], n=args.group, temperature=1.0, max_new_tokens=96, seed=1)
+        flat = [r for r in rows for _ in range(args.group)]
+        texts = [t for s in samples for _, t in s]
+        sc = rewards(task, flat, texts)
+        for name, vals in sc.items():
+            g = torch.tensor(vals).view(len(rows), args.group)
+            fin = [x[~torch.isnan(x)] for x in g if (~torch.isnan(x)).sum() > 1]
+            emit(sname, "sampled", name, "mean_reward_P0", torch.nanmean(torch.tensor(vals)).item())
+            emit(sname, "sampled", name, "variance_groups", sum(bool(x.std() > 0) for x in fin) / max(1, len(fin)))
+        # reading: Z from the first sample of each group, as the trainer builds it
+        z_list = task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": s[0][1]}] for s in samples], **columns_of(rows))
+        zs = D.sample(model, tok, [build_contexts(r["prompt"], z).all for r, z in zip(rows, z_list)], n=args.group,
+                      temperature=1.0, max_new_tokens=96, seed=2)
+        scz = rewards(task, flat, [t for s in zs for _, t in s])
+        for name in task.answer_rewards:
+            w, wo = torch.nanmean(torch.tensor(scz[name])).item(), torch.nanmean(torch.tensor(sc[name])).item()
+            emit(sname, "sampled", name, "reading", w - wo, f"with Z {w:.3f}, without {wo:.3f}")
+        refs = [(tok(reference(task, recipe, r), add_special_tokens=False).input_ids, reference(task, recipe, r)) for r in rows]
+        kinds = {"reference": (rows, refs), "sampled": ([r for r in rows for _ in range(2)], [x for s in samples for x in s[:2]])}
+        for kind, (rr, resp) in kinds.items():
+            acc, cross, ent = profiles(model, tok, task, rr, resp)
+            for k, a in acc.items():
+                tot = a["q_in"] + a["q_out"]
+                ts = a["n_in"] / max(1, a["n_in"] + a["n_out"])
+                ss = a["q_in"] / tot if tot > 0 else math.nan
+                emit(sname, kind, k, "ratio", ss / ts if ts > 0 else math.nan, f"shift share {ss:.3f} on token share {ts:.3f}")
+                emit(sname, kind, k, "out_ratio", (1 - ss) / (1 - ts) if ts < 1 else math.nan)
+                emit(sname, kind, k, "concentration80", statistics.mean(a["conc"]) if a["conc"] else math.nan)
+                emit(sname, kind, k, "mean_q", statistics.mean(a["qmean"]))
+            emit(sname, kind, "all", "cross_reward_corr_median", statistics.median(cross) if cross else math.nan, f"{len(cross)} pairs")
+            emit(sname, kind, "all", "entropy_corr_median", statistics.median(ent) if ent else math.nan, f"{len(ent)} profiles")
+    emit("", "", "", "build_seconds", float(meta["build_seconds"]),
+         f"params {meta['params']}; extra {json.dumps(extra)}; final loss {meta['final_loss']}; recipe {json.dumps(meta['recipe'])}; {args.notes}")
+    emit("", "", "", "measure_seconds", round(time.time() - t0, 1))
+    for r in out:
+        print(f"{r['prompts']:8s} {r['responses']:9s} {r['reward']:16s} {r['figure']:26s} {r['value']!s:>8}  {r['notes'][:150]}")
+    if not args.dry:
+        OUT_CSV.parent.mkdir(parents=True, exist_ok=True)
+        new = not OUT_CSV.exists()
+        with OUT_CSV.open("a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS)
+            if new:
+                w.writeheader()
+            w.writerows(out)
+
+
+if __name__ == "__main__":
+    main()
