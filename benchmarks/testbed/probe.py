@@ -39,7 +39,7 @@ FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value"
 
 
 #: warm-up options not (yet) in ``tiny.Recipe``; popped from the overrides and part of the cache name
-EXTRA = {"copy_weight": 1.0}
+EXTRA = {"copy_weight": 1.0, "init_from": "", "loo_blocks": False}
 
 
 def recipe_from(overrides: dict, task: str) -> tiny.Recipe:
@@ -119,6 +119,77 @@ def copy_weighted_warmup(copy_weight: float):
 
     _orig_sample_batch = tiny.sample_batch
     return warmup
+
+
+def loo_sample_batch(examples, recipe, step, rng, words, tokenizer, counts):
+    """``tiny.sample_batch`` with the blocks shown drawn as the trainer uses them: none (P_0, what RL samples
+    from), all (P_all) or all but one (P_minus_k), a third each, instead of each block independently.
+    Independent blocks make "all shown" 1/8 of the examples, and the gate of region k on block k is then
+    learned loosely: under P_all the policy stayed uncertain where other blocks' noise goes (attempt B1)."""
+
+    def shown_for(ex):
+        u, keys = rng.random(), list(ex.z)
+        if u < 1 / 3:
+            return set()
+        if u < 2 / 3 or not keys:
+            return set(keys)
+        return set(keys) - {keys[int(rng.random() * len(keys))]}
+
+    return _loo_batch_impl(rng.sample(examples, recipe.batch), recipe, rng, words, tokenizer, counts, shown_for)
+
+
+def _loo_batch_impl(chosen, recipe, rng, words, tokenizer, counts, shown_for):
+    seqs = []
+    for ex in chosen:
+        keys = shown_for(ex)
+        shown = {k: z for k, z in ex.z.items() if k in keys}
+        counts["blocks_shown"] += len(shown)
+        counts["blocks_total"] += len(ex.z)
+        target = ex.response
+        for nz in recipe.noise:
+            if nz.kind == "constraint":
+                for k in ex.z:
+                    if k not in shown and rng.random() < nz.p:
+                        noisy = tiny.violate_constraint(target, ex.labels.get(k, ""), rng)
+                        counts["noise_applied"][nz.kind] += noisy != target
+                        target = noisy
+            elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
+                noisy = tiny.apply_noise(target, nz.kind, rng, words)
+                counts["noise_applied"][nz.kind] += noisy != target
+                target = noisy
+        p_ids = tokenizer(tiny.render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
+        r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        seqs.append(((p_ids + r_ids)[: recipe.max_len], ([-100] * len(p_ids) + r_ids)[: recipe.max_len]))
+    width = max(len(x[0]) for x in seqs)
+    pad = tokenizer.pad_token_id
+    return (torch.tensor([x[0] + [pad] * (width - len(x[0])) for x in seqs]),
+            torch.tensor([x[1] + [-100] * (width - len(x[1])) for x in seqs]),
+            torch.tensor([[1] * len(x[0]) + [0] * (width - len(x[0])) for x in seqs]))
+
+
+def continue_warmup(task_name: str, recipe: tiny.Recipe, seed: int, init: Path, out: Path) -> None:
+    """Stage 2: continue a built base's warm-up (its weights and tokenizer) with ``recipe``'s mix; the
+    stage-1 base keeps what it already learned (copying), the stage-2 mix sets where Z matters."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mrtpo.tasks import get_task as _get
+
+    t0 = time.time()
+    torch.set_num_threads(tiny.BUILD_THREADS)
+    torch.manual_seed(seed)
+    words = tiny.pseudo_words(400, seed)
+    examples = tiny.make_examples(_get(task_name), recipe, seed, words)
+    tok = AutoTokenizer.from_pretrained(init)
+    model = AutoModelForCausalLM.from_pretrained(init)
+    stats = tiny.warmup(model, tok, examples, recipe, seed, words, 25)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    stage1 = json.loads((init / "mrtpo_recipe.json").read_text())
+    meta = {"task": task_name, "seed": seed, "recipe": dataclasses.asdict(recipe), "stage1": stage1["recipe"],
+            "stage1_build_seconds": stage1["build_seconds"], "params": sum(p.numel() for p in model.parameters()),
+            "build_seconds": round(time.time() - t0, 1), "final_loss": stats["final_loss"]}
+    (out / "mrtpo_recipe.json").write_text(json.dumps(meta, indent=2))
 
 
 def reference(task, recipe, row) -> str:
@@ -205,12 +276,17 @@ def main() -> None:
     overrides = json.loads(args.overrides)
     recipe = recipe_from(overrides, args.task)
     extra = {k: overrides.get(k, v) for k, v in EXTRA.items()}
-    suffix = "".join(f"-{k}{v}" for k, v in extra.items() if v != EXTRA[k])
+    suffix = "".join(f"-{k}{Path(str(v)).name}" for k, v in extra.items() if v != EXTRA[k])
     path = tiny.cache_root().parent / "testbed" / f"{args.task}-{recipe.size}-{args.seed}-{tiny.recipe_hash(args.task, recipe, args.seed)}{suffix}"
     if not (path / "mrtpo_recipe.json").exists():
+        if extra["loo_blocks"]:
+            tiny.sample_batch = loo_sample_batch
         if extra["copy_weight"] != 1.0:
             tiny.warmup = copy_weighted_warmup(extra["copy_weight"])
-        tiny.build(args.task, recipe, args.seed, path)
+        if extra["init_from"]:
+            continue_warmup(args.task, recipe, args.seed, Path(extra["init_from"]).expanduser(), path)
+        else:
+            tiny.build(args.task, recipe, args.seed, path)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
