@@ -258,6 +258,25 @@ def profiles(model, tok, task, rows, responses):
     return acc, cross, ent
 
 
+@torch.no_grad()
+def show_profiles(model, tok, task, recipe, rows) -> None:
+    """Per-token q of every reward and the entropy under P_all, on teacher-forced references."""
+    for r in rows:
+        ref = reference(task, recipe, r)
+        ids = tok(ref, add_special_tokens=False).input_ids
+        z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": ref}]], **{k: [r[k]] for k in r if k != "prompt"})[0]
+        ctx, names = build_contexts(r["prompt"], z), list(z)
+        lg = D.response_logits(model, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], ids)
+        lp = torch.log_softmax(lg[0], -1)
+        H = -(lp.exp() * lp).sum(-1)
+        qs = [D.js_relevance(lg[0], lg[j + 1]) for j in range(len(names))]
+        print("  ".join(f"{n[:7]:>7}" for n in names), "  H(all)  token")
+        for t, i in enumerate(ids):
+            if tok.decode([i]).strip():
+                print("  ".join(f"{q[t].item():7.3f}" for q in qs), f"{H[t].item():7.3f}  {tok.decode([i])!r}")
+        print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
@@ -268,6 +287,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--notes", default="")
     ap.add_argument("--dry", action="store_true", help="print, do not append to the CSV")
+    ap.add_argument("--show", type=int, default=0, help="print per-token q (every reward) and entropy of N references and stop")
     args = ap.parse_args()
     torch.set_num_threads(1)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -291,6 +311,10 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     out, t0 = [], time.time()
+    if args.show:
+        show_profiles(model, tok, task, recipe, list(task.synthetic(args.show, seed=args.seed, split="test"))
+                      + (tiny.hidden_value_rows(task, args.show, args.seed, "test") or []))
+        return
 
     def emit(prompts, responses, reward, figure, value, notes=""):
         out.append(dict(attempt=args.name, task=args.task, prompts=prompts, responses=responses, reward=reward, figure=figure,
