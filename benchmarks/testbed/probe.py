@@ -287,6 +287,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--notes", default="")
     ap.add_argument("--dry", action="store_true", help="print, do not append to the CSV")
+    ap.add_argument("--base", type=Path, help="measure this already built base (its recipe file) instead of building")
     ap.add_argument("--show", type=int, default=0, help="print per-token q (every reward) and entropy of N references and stop")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -298,7 +299,13 @@ def main() -> None:
     extra = {k: overrides.get(k, v) for k, v in EXTRA.items()}
     suffix = "".join(f"-{k}{Path(str(v)).name}" for k, v in extra.items() if v != EXTRA[k])
     path = tiny.cache_root().parent / "testbed" / f"{args.task}-{recipe.size}-{args.seed}-{tiny.recipe_hash(args.task, recipe, args.seed)}{suffix}"
-    if not (path / "mrtpo_recipe.json").exists():
+    if args.base:
+        path = args.base.expanduser()
+        recipe = recipe_from({k: v for k, v in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"].items()
+                              if k in {f.name for f in dataclasses.fields(tiny.Recipe)}}
+                             | {"noise": [[n["kind"], n["p"], n["gate"]] for n in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"]["noise"]]},
+                             args.task)
+    elif not (path / "mrtpo_recipe.json").exists():
         if extra["loo_blocks"]:
             tiny.sample_batch = loo_sample_batch
         if extra["copy_weight"] != 1.0:
