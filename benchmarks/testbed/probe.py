@@ -31,7 +31,13 @@ import torch
 from mrtpo import diagnostics as D
 from mrtpo import tiny
 from mrtpo.contexts import build_contexts
+from mrtpo.paths import cache_root
+from mrtpo.relevance import js_relevance
+from mrtpo.replay import replay_hidden
 from mrtpo.tasks import get_task
+from mrtpo.tasks.base import Noise, Task
+from mrtpo.tasks.warmup import VALUE_RE, answer_start
+from mrtpo.tokenizer import token_char_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT_CSV = ROOT / "results" / "testbed" / "attempts.csv"
@@ -42,32 +48,32 @@ FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value"
 EXTRA = {"copy_weight": 1.0, "init_from": "", "loo_blocks": False}
 
 
-def recipe_from(overrides: dict, task: str) -> tiny.Recipe:
+def recipe_from(overrides: dict, task: Task) -> tiny.Recipe:
     base = tiny.default_recipe(task)
     kw = {k: v for k, v in overrides.items() if k not in EXTRA}
     if "noise" in kw:
-        kw["noise"] = tuple(tiny.Noise(k, p, tuple(g)) for k, p, g in kw["noise"])
+        kw["noise"] = tuple(Noise(k, p, tuple(g)) for k, p, g in kw["noise"])
     if "hint_p" in kw:
         kw["hint_p"] = tuple(kw["hint_p"])
     return dataclasses.replace(base, **kw)
 
 
 def copy_weighted_warmup(copy_weight: float):
-    """``tiny.warmup`` with the cross-entropy of answer-region value tokens (``tiny.VALUE_RE``) weighted by
+    """``tiny.warmup`` with the cross-entropy of answer-region value tokens (``mrtpo.tasks.warmup.VALUE_RE``) weighted by
     ``copy_weight``: copying a value is one or two tokens of ~40, so without weight its gradient is lost
     among the boilerplate tokens the policy learns first (attempt A2 copied nothing)."""
     import random as _random
 
-    def sample_batch(examples, recipe, step, rng, words, tokenizer, counts):
-        ids, labels, attention = _orig_sample_batch(examples, recipe, step, rng, words, tokenizer, counts)
+    def sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts):
+        ids, labels, attention = _orig_sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
         weights = torch.ones(labels.shape, dtype=torch.float32)
         for b in range(labels.shape[0]):
             pos = (labels[b] != -100).nonzero().flatten()
             resp_ids = labels[b, pos].tolist()
             text = tokenizer.decode(resp_ids, skip_special_tokens=False)
             spans = _spans(tokenizer, resp_ids)
-            start = tiny.answer_start(text)
-            vals = [m.span() for m in tiny.VALUE_RE.finditer(text, start)]
+            start = answer_start(text)
+            vals = [m.span() for m in VALUE_RE.finditer(text, start)]
             for j, (a, e) in enumerate(spans):
                 if any(a < ve and e > vs for vs, ve in vals):
                     weights[b, pos[j]] = copy_weight
@@ -81,7 +87,7 @@ def copy_weighted_warmup(copy_weight: float):
             prev = max(prev, end)
         return out
 
-    def warmup(model, tokenizer, examples, recipe, seed, words, log_every=50):
+    def warmup(model, tokenizer, task, examples, recipe, seed, words, log_every=50):
         import math as _m
         rng = _random.Random(seed + 12345)
         opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
@@ -97,7 +103,7 @@ def copy_weighted_warmup(copy_weight: float):
         losses, tokens, t0 = [], 0, time.time()
         model.train()
         for step in range(recipe.steps):
-            input_ids, labels, attention, weights = sample_batch(examples, recipe, step, rng, words, tokenizer, counts)
+            input_ids, labels, attention, weights = sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
             logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
             tgt, w = labels[:, 1:], weights[:, 1:] * (labels[:, 1:] != -100)
             ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tgt.reshape(-1).clamp_min(0), reduction="none")
@@ -121,7 +127,7 @@ def copy_weighted_warmup(copy_weight: float):
     return warmup
 
 
-def loo_sample_batch(examples, recipe, step, rng, words, tokenizer, counts):
+def loo_sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts):
     """``tiny.sample_batch`` with the blocks shown drawn as the trainer uses them: none (P_0, what RL samples
     from), all (P_all) or all but one (P_minus_k), a third each, instead of each block independently.
     Independent blocks make "all shown" 1/8 of the examples, and the gate of region k on block k is then
@@ -135,10 +141,10 @@ def loo_sample_batch(examples, recipe, step, rng, words, tokenizer, counts):
             return set(keys)
         return set(keys) - {keys[int(rng.random() * len(keys))]}
 
-    return _loo_batch_impl(rng.sample(examples, recipe.batch), recipe, rng, words, tokenizer, counts, shown_for)
+    return _loo_batch_impl(task, rng.sample(examples, recipe.batch), recipe, rng, words, tokenizer, counts, shown_for)
 
 
-def _loo_batch_impl(chosen, recipe, rng, words, tokenizer, counts, shown_for):
+def _loo_batch_impl(task, chosen, recipe, rng, words, tokenizer, counts, shown_for):
     seqs = []
     for ex in chosen:
         keys = shown_for(ex)
@@ -150,11 +156,11 @@ def _loo_batch_impl(chosen, recipe, rng, words, tokenizer, counts, shown_for):
             if nz.kind == "constraint":
                 for k in ex.z:
                     if k not in shown and rng.random() < nz.p:
-                        noisy = tiny.violate_constraint(target, ex.labels.get(k, ""), rng)
+                        noisy = task.corrupt(target, nz.kind, rng, words, ex.labels.get(k, ""))
                         counts["noise_applied"][nz.kind] += noisy != target
                         target = noisy
             elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
-                noisy = tiny.apply_noise(target, nz.kind, rng, words)
+                noisy = task.corrupt(target, nz.kind, rng, words)
                 counts["noise_applied"][nz.kind] += noisy != target
                 target = noisy
         p_ids = tokenizer(tiny.render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
@@ -172,16 +178,15 @@ def continue_warmup(task_name: str, recipe: tiny.Recipe, seed: int, init: Path, 
     stage-1 base keeps what it already learned (copying), the stage-2 mix sets where Z matters."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mrtpo.tasks import get_task as _get
-
     t0 = time.time()
     torch.set_num_threads(tiny.BUILD_THREADS)
     torch.manual_seed(seed)
     words = tiny.pseudo_words(400, seed)
-    examples = tiny.make_examples(_get(task_name), recipe, seed, words)
+    task = get_task(task_name)
+    examples = tiny.make_examples(task, recipe, seed, words)
     tok = AutoTokenizer.from_pretrained(init)
     model = AutoModelForCausalLM.from_pretrained(init)
-    stats = tiny.warmup(model, tok, examples, recipe, seed, words, 25)
+    stats = tiny.warmup(model, tok, task, examples, recipe, seed, words, 25)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -194,9 +199,18 @@ def continue_warmup(task_name: str, recipe: tiny.Recipe, seed: int, init: Path, 
 
 def reference(task, recipe, row) -> str:
     r = task.reference_response(row)
-    if not recipe.think_values and task.name in tiny.THINK_VALUES:
-        r = tiny.THINK_VALUES[task.name].sub("", r)
+    if not recipe.think_values and task.think_values is not None:
+        r = task.think_values.sub("", r)
     return r
+
+
+@torch.no_grad()
+def response_logits(model, tok, prompts_ids: list[list[int]], response_ids: list[int]) -> torch.Tensor:
+    """Logits (n_prompts, T, V) predicting each response token, for one response after each prompt (the
+    trainer's replay, ``mrtpo.replay.replay_hidden``, then the lm_head)."""
+    ids = torch.tensor(list(response_ids))
+    h = replay_hidden(model, prompts_ids, [ids] * len(prompts_ids), tok.pad_token_id, batch_size=len(prompts_ids))
+    return model.get_output_embeddings()(h).float()
 
 
 def pearson(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -227,14 +241,14 @@ def profiles(model, tok, task, rows, responses):
         z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": text}]], **{k: [r[k]] for k in r if k != "prompt"})[0]
         ctx = build_contexts(r["prompt"], z)
         names = [k for k in z]
-        logits = D.response_logits(model, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], list(ids))
+        logits = response_logits(model, tok, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], list(ids))
         logp = torch.log_softmax(logits[0], -1)
         H = -(logp.exp() * logp).sum(-1)
         regions = task.check_regions(text, r)
-        spans = D.token_char_spans(tok, ids)
+        spans = token_char_spans(tok, ids)
         qs = {}
         for j, k in enumerate(names):
-            q = D.js_relevance(logits[0], logits[j + 1])
+            q = js_relevance(logits[0], logits[j + 1])
             qs[k] = q
             if not regions.get(k):
                 continue
@@ -266,15 +280,22 @@ def show_profiles(model, tok, task, recipe, rows) -> None:
         ids = tok(ref, add_special_tokens=False).input_ids
         z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": ref}]], **{k: [r[k]] for k in r if k != "prompt"})[0]
         ctx, names = build_contexts(r["prompt"], z), list(z)
-        lg = D.response_logits(model, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], ids)
+        lg = response_logits(model, tok, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], ids)
         lp = torch.log_softmax(lg[0], -1)
         H = -(lp.exp() * lp).sum(-1)
-        qs = [D.js_relevance(lg[0], lg[j + 1]) for j in range(len(names))]
+        qs = [js_relevance(lg[0], lg[j + 1]) for j in range(len(names))]
         print("  ".join(f"{n[:7]:>7}" for n in names), "  H(all)  token")
         for t, i in enumerate(ids):
             if tok.decode([i]).strip():
                 print("  ".join(f"{q[t].item():7.3f}" for q in qs), f"{H[t].item():7.3f}  {tok.decode([i])!r}")
         print()
+
+
+def hidden_rows(task, n: int, seed: int) -> list:
+    """``n`` test examples whose needed value is only in Z (``Task.hidden_value_split``); [] if the task has none.
+    They are scored with ``task`` itself, as the attempts in results/testbed were."""
+    split = task.hidden_value_split(n, seed, "test")
+    return list(split[1]) if split is not None else []
 
 
 def main() -> None:
@@ -295,16 +316,16 @@ def main() -> None:
 
     task = get_task(args.task)
     overrides = json.loads(args.overrides)
-    recipe = recipe_from(overrides, args.task)
+    recipe = recipe_from(overrides, task)
     extra = {k: overrides.get(k, v) for k, v in EXTRA.items()}
     suffix = "".join(f"-{k}{Path(str(v)).name}" for k, v in extra.items() if v != EXTRA[k])
-    path = tiny.cache_root().parent / "testbed" / f"{args.task}-{recipe.size}-{args.seed}-{tiny.recipe_hash(args.task, recipe, args.seed)}{suffix}"
+    path = cache_root() / "testbed" / f"{args.task}-{recipe.size}-{args.seed}-{tiny.recipe_hash(args.task, recipe, args.seed)}{suffix}"
     if args.base:
         path = args.base.expanduser()
         recipe = recipe_from({k: v for k, v in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"].items()
                               if k in {f.name for f in dataclasses.fields(tiny.Recipe)}}
                              | {"noise": [[n["kind"], n["p"], n["gate"]] for n in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"]["noise"]]},
-                             args.task)
+                             task)
     elif not (path / "mrtpo_recipe.json").exists():
         if extra["loo_blocks"]:
             tiny.sample_batch = loo_sample_batch
@@ -313,14 +334,14 @@ def main() -> None:
         if extra["init_from"]:
             continue_warmup(args.task, recipe, args.seed, Path(extra["init_from"]).expanduser(), path)
         else:
-            tiny.build(args.task, recipe, args.seed, path)
+            tiny.build(task, recipe, args.seed, path)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     out, t0 = [], time.time()
     if args.show:
         show_profiles(model, tok, task, recipe, list(task.synthetic(args.show, seed=args.seed, split="test"))
-                      + (tiny.hidden_value_rows(task, args.show, args.seed, "test") or []))
+                      + hidden_rows(task, args.show, args.seed))
         return
 
     def emit(prompts, responses, reward, figure, value, notes=""):
@@ -328,8 +349,8 @@ def main() -> None:
                         value=round(value, 4) if isinstance(value, float) else value, notes=notes))
 
     sets = {"default": list(task.synthetic(args.prompts, seed=args.seed, split="test"))}
-    hidden = tiny.hidden_value_rows(task, args.prompts, args.seed, "test")
-    if hidden is not None:
+    hidden = hidden_rows(task, args.prompts, args.seed)
+    if hidden:
         sets["hidden"] = hidden
     for sname, rows in sets.items():
         samples = D.sample(model, tok, [r["prompt"] for r in rows], n=args.group, temperature=1.0, max_new_tokens=96, seed=1)
