@@ -75,7 +75,7 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return method_label(dataclasses.asdict(self))
+        return arm_label(dataclasses.asdict(self))
 
     @property
     def scale(self) -> str:
@@ -92,6 +92,14 @@ def method_label(config: dict) -> str:
     """``method`` with its modifiers, as the runner and the CLI spell it (``mrtpo+saw``); a config dict (a run
     folder's ``config.json`` config) may lack the modifiers added later."""
     return config["method"] + "".join(f"+{m}" for m in MODIFIERS if config.get(m))
+
+
+def arm_label(config: dict) -> str:
+    """What tables and folder names call a run: ``method_label``, then ``-<set>_rewards`` for a reward set other
+    than the default and ``-custom_zk`` for a custom Z-block function (``mrtpo-sub_rewards``)."""
+    rewards = config.get("rewards", "default")
+    return (method_label(config) + (f"-{rewards}_rewards" if rewards != "default" else "")
+            + ("-custom_zk" if config.get("z_blocks") else ""))
 
 
 def z_blocks_key(func) -> str:

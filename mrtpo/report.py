@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from . import runs as runner
 from .paths import SHIPPED
-from .config import method_label
+from .config import arm_label
 from .results import Run
 from .tasks import get_task
 
@@ -78,7 +78,7 @@ def metrics(runs: list[Run]) -> pd.DataFrame:
     frames = []
     for r in runs:
         cfg = r.config["config"]
-        m = r.metrics.rename(columns=RENAMED_COLUMNS).assign(method=method_label(cfg), mrtpo_beta=cfg["mrtpo_beta"],
+        m = r.metrics.rename(columns=RENAMED_COLUMNS).assign(method=arm_label(cfg), mrtpo_beta=cfg["mrtpo_beta"],
                              seed=cfg["seed"], task=cfg["task"])
         frames.append(m)
     return pd.concat(frames, ignore_index=True)

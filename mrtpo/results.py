@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import method_label
+from .config import arm_label
 from .paths import results_root
 
 
@@ -79,7 +79,7 @@ def runs_table(task: str | None = None):
     for p in run_folders(task):
         cfg = json.loads((p / "config.json").read_text())["config"]
         summary = json.loads((p / "summary.json").read_text())
-        rows.append({"task": cfg["task"], "model": cfg["model"], "method": method_label(cfg),
+        rows.append({"task": cfg["task"], "model": cfg["model"], "method": arm_label(cfg),
                      "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
                      "train_s": summary["train_runtime_s"], "path": str(p)})
     return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "path"])
