@@ -145,13 +145,14 @@ def _hub_cache_dir() -> str:
     )
 
 
-def memory_estimate_gb(params: float, kl: bool) -> float:
+def memory_estimate_gb(params: float, kl: bool, frozen_teacher: bool = False) -> float:
     """GPU memory for full fine-tuning with AdamW in bf16 mixed precision, activations excluded.
 
     bytes/param: 2 (bf16 weights) + 2 (grads) + 4 (fp32 master) + 8 (Adam m, v) = 16, plus 2 for a
-    frozen bf16 reference model when the KL term is on; the replays of MRTPO reuse the policy's weights.
+    frozen bf16 reference model when the KL term is on and 2 for OPSD's teacher frozen at the initial weights;
+    the replays of MRTPO reuse the policy's weights.
     """
-    return params * (16 + (2 if kl else 0)) / 1024**3
+    return params * (16 + (2 if kl else 0) + (2 if frozen_teacher else 0)) / 1024**3
 
 
 def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bool = True) -> dict:
@@ -171,7 +172,8 @@ def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bo
         "seeds": list(spec.seeds),
         **{k: v for k, v in asdict(spec).items() if k not in ("checkpoint", "steps", "prompts_per_step",
                                                               "num_generations", "seeds", "choices")},
-        "estimated_gpu_memory_gb": round(memory_estimate_gb(spec.params, spec.kl_beta > 0), 2),
+        "estimated_gpu_memory_gb": round(memory_estimate_gb(spec.params, spec.kl_beta > 0,
+                                                            frozen_teacher="opsd" in method.split("+")), 2),
         "memory_note": "weights+grads+AdamW states (16 B/param), activations and generation KV cache extra",
         "choices": list(spec.choices),
     }
