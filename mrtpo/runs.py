@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import __version__
 from .advantages import TOKEN_LEVEL
-from .config import OPTIONAL_FIELDS, RunConfig, resolve
+from .config import OPTIONAL_FIELDS, BadRequest, RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
 from .models import model_spec, resolve_model
 from .paths import cache_root, data_root, results_root
@@ -156,6 +156,8 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     retrains from scratch and replaces the folder.
     """
     z_blocks = overrides.get("z_blocks")
+    if z_blocks is not None and not callable(z_blocks):
+        raise BadRequest(f"z_blocks= takes the function itself (the CLI takes --z-blocks module:function), got {z_blocks!r}")
     cfg = resolve(task, method, model, seed, steps, **overrides)
     ident, digest, folder = locate(cfg)
     if folder.is_dir() and not force:

@@ -270,5 +270,7 @@ def test_constlen_is_dr_grpo_and_the_z_blocks_source_is_the_key(dirs, capsys):
     main(["eval", "--task", "sql", "--method", "opsd", "--seed", "5", *CLI_SMOKE[:2], "--steps", "1",
           "--z-blocks", "test_experiments:custom_z_blocks", "--set", *CLI_SMOKE[5:]])
     assert str(trained.path) in capsys.readouterr().out
+    with pytest.raises(config.BadRequest, match="the function itself"):
+        E.run("sql", "mrtpo", z_blocks="test_experiments:custom_z_blocks", **SMOKE)
     with pytest.raises(SystemExit, match="MODULE:FUNCTION"):
         main(["eval", "--task", "sql", "--method", "mrtpo", "--z-blocks", "no_colon"])
