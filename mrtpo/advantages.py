@@ -12,10 +12,13 @@ from typing import Callable
 import torch
 
 EPS = 1e-4
-#: the advantage schemes (``mrtpo_advantages``); the token-level ones share MRTPO's machinery, the replaying
-#: ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo; ``entropy``
-#: is the control arm whose weights come from the sampling policy's token entropy, without any replay)
-METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy")
+#: the methods: advantage schemes (``mrtpo_advantages``) and OPSD; the token-level ones share MRTPO's machinery, the
+#: replaying ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo;
+#: ``entropy`` is the control arm whose weights come from the sampling policy's token entropy, without any replay)
+METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy", "opsd")
+#: methods whose loss is the OPSD distillation term alone (``mrtpo.distillation``); their advantages (GDPO's) are
+#: computed for the logs only
+DISTILLING = ("opsd",)
 TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform", "entropy")
 REPLAYING = ("mrtpo", "joint", "shuffled")
 

@@ -14,6 +14,13 @@ examples:
   mrtpo train --task sql --method mrtpo --model tiny          # ~10 min on 2 CPU cores; the folder is reused
   mrtpo train --task tool --method gdpo --seed 1 --steps 50
   mrtpo train --task sql --method mrtpo+saw --mrtpo-beta 0.25 # SAW stacked, reallocation strength 0.25
+  mrtpo train --task sql --method gdpo+saw                    # SAW alone
+  mrtpo train --task sql --method opsd                        # on-policy self-distillation (teacher sees every Z)
+  mrtpo train --task sql --method opsd --set opsd_teacher=current opsd_divergence=reverse opsd_clip=0.05
+  mrtpo train --task sql --method gdpo+opsd --set opsd_coef=0.1   # distillation term added to GDPO's loss
+  mrtpo train --task sql --method mrtpo+constlen              # fixed-length control (constant loss normaliser)
+  mrtpo train --task sql --method mrtpo --rewards sub         # execution reward split into 4 sub-verifiers (K=6)
+  mrtpo train --task sql --method mrtpo --z-blocks my_module:my_z_blocks   # your own Z_k (source in the key)
   mrtpo eval --task sql --method mrtpo                        # evaluation of that run (trains nothing)
   mrtpo eval --task sql --base                                # the untrained base policy
   mrtpo runs --task sql                                       # table of finished run folders
@@ -36,12 +43,15 @@ def _value(text: str):
 
 def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
     from .advantages import METHODS
+    from .config import MODIFIERS
     from .models import model_names
     from .tasks import TASKS
 
     p.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
     p.add_argument("--method", required=method_required, default="gdpo",
-                   help=f"advantage scheme: {', '.join(METHODS)}; add +saw to stack SAW (e.g. mrtpo+saw)")
+                   help=f"one of: {', '.join(METHODS)}; each but opsd may carry modifiers: "
+                   + "; ".join(f"+{m}: {text}" for m, text in MODIFIERS.items())
+                   + " (e.g. mrtpo+saw, gdpo+opsd, mrtpo+constlen)")
     p.add_argument("--model", default="tiny",
                    help=f"one of: {', '.join(model_names())}, or a local folder of weights (default tiny: the "
                    "embedded CPU policy; smoke: seconds-to-build, for tests)")
@@ -49,6 +59,12 @@ def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the registry's, 100 for tiny)")
     p.add_argument("--mrtpo-beta", type=float, default=None,
                    help="MRTPO reallocation strength in [0, 1] (default 0.5; TRL's KL coefficient is kl_beta)")
+    p.add_argument("--rewards", default=None,
+                   help="the task's reward set: default, or (sql) sub: the execution reward replaced by its four check "
+                   "actions (tables, columns, WHERE, joins), each with its own Z block")
+    p.add_argument("--z-blocks", default=None, metavar="MODULE:FUNCTION",
+                   help="train with your own Z blocks: a function with a reward function's signature returning "
+                   "{reward name: text} per response; its source is part of the run's key")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="any other run setting or MRTPOConfig field, e.g. --set prompts_per_step=4 save_steps=5")
 
@@ -62,7 +78,27 @@ def _overrides(args) -> dict:
         out[key] = _value(value)
     if args.mrtpo_beta is not None:
         out["mrtpo_beta"] = args.mrtpo_beta
+    if args.rewards is not None:
+        out["rewards"] = args.rewards
+    if args.z_blocks is not None:
+        out["z_blocks"] = _import_function(args.z_blocks)
     return out
+
+
+def _import_function(path: str):
+    """``module:function`` -> the function (the module importable from the current directory or sys.path)."""
+    import importlib
+
+    from .config import BadRequest
+
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise BadRequest(f"--z-blocks expects MODULE:FUNCTION, got {path!r}")
+    sys.path.insert(0, "")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise BadRequest(f"--z-blocks {path}: {exc}") from None
 
 
 def _print_eval(results: dict) -> None:

@@ -12,9 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .advantages import METHODS
+from .advantages import DISTILLING, METHODS
 from .models import TINY_SIZES, is_local_path, model_names, model_spec, resolve_model
-from .tasks import TASKS
+from .tasks import TASKS, get_task
 
 #: run settings of the "smoke" size (seconds per run: what the test suite renders the book with); overrides win
 SMOKE_RUN = dict(steps=2, prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4,
@@ -22,12 +22,23 @@ SMOKE_RUN = dict(steps=2, prompts_per_step=2, num_generations=4, max_completion_
 #: registry fields a run takes from ``ModelSpec`` (overridable like any other field)
 SPEC_FIELDS = ("steps", "prompts_per_step", "num_generations", "learning_rate", "max_completion_length",
                "mrtpo_beta", "beta_warmup_steps", "kl_beta")
+#: modifiers a method may carry (``gdpo+saw``, ``mrtpo+constlen``, ``gdpo+opsd``), each a boolean RunConfig field of
+#: the same name: what it does to the run
+MODIFIERS = {
+    "saw": "stack SAW: weight each reward's advantage by K * CV_k / sum CV over the batch",
+    "opsd": "add the OPSD distillation term (teacher: the policy shown every Z block) to the RL loss",
+    "constlen": "fixed-length control: normalise the loss by a constant length (Dr. GRPO) instead of the "
+                "sampled lengths, so that no response length is favoured by the normaliser",
+}
+#: RunConfig fields added after the first committed runs, with their defaults: at the default they are left out of
+#: a run's identity (``mrtpo.runs.identity``), so every folder committed before them keeps its content hash
+OPTIONAL_FIELDS = {"opsd": False, "constlen": False, "rewards": "default", "z_blocks": None}
 #: MRTPOConfig fields the runner sets itself (not accepted as pass-through overrides)
 RUNNER_SET = ("output_dir", "advantage", "saw", "mrtpo_beta", "beta_warmup_steps", "beta", "learning_rate", "max_steps",
               "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
               "generation_batch_size", "num_generations", "max_completion_length", "temperature", "seed",
               "logging_steps", "save_strategy", "save_steps", "report_to", "use_cpu", "full_determinism",
-              "profile_samples")
+              "profile_samples", "opsd")
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,10 @@ class RunConfig:
     beta_warmup_steps: int
     kl_beta: float  # TRL's KL coefficient (``beta`` in GRPOConfig)
     saw: bool = False  # stack SAW (``method="mrtpo+saw"``)
+    opsd: bool = False  # add the OPSD distillation term (``method="gdpo+opsd"``)
+    constlen: bool = False  # fixed-length control: Dr. GRPO's constant loss normaliser (``method="gdpo+constlen"``)
+    rewards: str = "default"  # the task's reward set (``Task.reward_sets``; sql: "sub" = execution split by check)
+    z_blocks: str | None = None  # a custom Z-block function: "<name> sha256:<hash of its source>" (None: the task's)
     temperature: float = 1.0  # sampling temperature in training and in the temperature-1 evaluation
     train_size: int = 1024  # synthetic training prompts (tiny scale); 100 steps x 8 prompts is under one epoch
     data_seed: int = 0  # seed of the synthetic data (and of its sqlite databases): the base was warmed on it
@@ -61,7 +76,7 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return self.method + ("+saw" if self.saw else "")
+        return arm_label(dataclasses.asdict(self))
 
     @property
     def scale(self) -> str:
@@ -72,6 +87,39 @@ class RunConfig:
     def model_label(self) -> str:
         """The model's name in folder names: the registry name, or a local folder's last part."""
         return Path(self.model).name if is_local_path(self.model) else self.model
+
+
+def method_label(config: dict) -> str:
+    """``method`` with its modifiers, as the runner and the CLI spell it (``mrtpo+saw``); a config dict (a run
+    folder's ``config.json`` config) may lack the modifiers added later."""
+    return config["method"] + "".join(f"+{m}" for m in MODIFIERS if config.get(m))
+
+
+def arm_label(config: dict) -> str:
+    """What tables and folder names call a run: ``method_label``, then ``-<set>_rewards`` for a reward set other
+    than the default and ``-custom_zk`` for a custom Z-block function (``mrtpo-sub_rewards``)."""
+    rewards = config.get("rewards", "default")
+    return (method_label(config) + (f"-{rewards}_rewards" if rewards != "default" else "")
+            + ("-custom_zk" if config.get("z_blocks") else ""))
+
+
+def z_blocks_key(func) -> str:
+    """What a custom Z-block function contributes to a run's key: its name and the sha256 of its source.
+
+    Only the function's own source is hashed: a change in what it calls does not change the key (pass
+    ``force=True`` after such a change)."""
+    import hashlib
+    import inspect
+
+    if not callable(func):
+        raise BadRequest(f"z_blocks must be a function with a reward function's signature, got {type(func).__name__}")
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        raise BadRequest("z_blocks: the function's source cannot be read (define it in a file or a notebook cell, "
+                         "not at an interactive prompt); its source is part of the run's key") from None
+    name = getattr(func, "__qualname__", getattr(func, "__name__", "z_blocks"))
+    return f"{name} sha256:{hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
 class BadRequest(ValueError):
@@ -85,15 +133,19 @@ def _fail(what: str, value, valid) -> None:
 def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> RunConfig:
     """Validate the request and fill every field; fails before any work with a message naming the valid values.
 
-    ``method`` may carry ``+saw``; keys that are neither RunConfig fields nor MRTPOConfig fields are rejected.
+    ``method`` may carry modifiers (``MODIFIERS``: ``+saw``, ``+opsd``, ``+constlen``); ``rewards`` names one of the
+    task's reward sets; ``z_blocks`` is a custom Z-block function (its source enters the key). Keys that are neither RunConfig fields nor MRTPOConfig fields are rejected.
     ``model`` is a registry name or a local folder of weights. For a paper checkpoint whose weights are absent,
     the registry's ``ModelNotAvailable`` is raised here (before any data is built).
     """
     if task not in TASKS:
         _fail("task", task, ", ".join(TASKS))
-    base, _, extra = method.partition("+")
-    if base not in METHODS or extra not in ("", "saw"):
-        _fail("method", method, ", ".join(METHODS) + " (each optionally with +saw, e.g. mrtpo+saw)")
+    base, *mods = method.split("+")
+    if base not in METHODS or any(m not in MODIFIERS for m in mods) or len(set(mods)) < len(mods):
+        _fail("method", method, ", ".join(METHODS) + " (each optionally with " + ", ".join(f"+{m}" for m in MODIFIERS)
+              + ", e.g. mrtpo+saw, gdpo+opsd)")
+    if base in DISTILLING and mods:
+        _fail("method", method, f"{base} without modifiers: it has no RL loss to stack them on")
     if model not in model_names() and not is_local_path(model):
         _fail("model", model, ", ".join(model_names()) + ", or a local folder of weights")
     try:
@@ -119,8 +171,16 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
                   + "; or a MRTPOConfig field not set by the runner")
     values = {k: getattr(spec, k) for k in SPEC_FIELDS}
     values.update({k: v for k, v in overrides.items() if k in own})
-    cfg = RunConfig(task=task, method=base, model=model, seed=int(seed), saw=bool(values.pop("saw", False)) or extra == "saw",
-                    trainer_args=passthrough, **values)
+    for m in MODIFIERS:
+        values[m] = bool(values.get(m, False)) or m in mods
+    if callable(values.get("z_blocks")):
+        values["z_blocks"] = z_blocks_key(values["z_blocks"])
+    cfg = RunConfig(task=task, method=base, model=model, seed=int(seed), trainer_args=passthrough, **values)
+    if cfg.constlen and "loss_type" in cfg.trainer_args:
+        _fail("loss_type", cfg.trainer_args["loss_type"], "unset with +constlen (it sets loss_type='dr_grpo')")
+    reward_sets = get_task(task).reward_sets
+    if cfg.rewards not in reward_sets:
+        _fail("rewards", cfg.rewards, ", ".join(reward_sets))
     if not 0.0 <= cfg.mrtpo_beta <= 1.0:
         _fail("mrtpo_beta", cfg.mrtpo_beta, "a number in [0, 1]")
     if cfg.num_generations < 2:

@@ -5,7 +5,8 @@ heat maps), so that a heat map shows exactly the q that training uses:
 
 * ``safe_z_blocks``: the Z blocks of every response; a builder that raises never crashes a step;
 * ``replay_hidden``: final hidden states predicting each completion token after each prompt;
-* ``relevance``: q (B, K, T) — or (B, 1, T) for the joint replay — for the (response, reward) pairs that need it.
+* ``relevance``: q (B, K, T) — or (B, 1, T) for the joint replay — for the (response, reward) pairs that need it;
+* ``teacher_hidden``: OPSD's teacher, the P_all replay alone (hidden states, no JS).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from .contexts import build_contexts
+from .contexts import append_section, build_contexts
 from .relevance import js_relevance
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,20 @@ def whole_parameters(*params):
     import deepspeed
 
     return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+
+
+@torch.no_grad()
+def teacher_hidden(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, blocks: list[dict[str, str]],
+                   completion_ids: torch.Tensor, batch_size: int = 16) -> torch.Tensor:
+    """(B, T, H) final hidden states of every response replayed under its P_all (``P_0 ⊕`` all its Z blocks; a
+    response without blocks under P_0), in eval mode and without gradients: OPSD's teacher."""
+    was_training = model.training
+    model.eval()
+    try:
+        contexts = [append_section(p, b) for p, b in zip(prompts, blocks)]
+        return replay_hidden(model, prompt_ids_of(contexts), list(completion_ids), pad_id, batch_size)
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()

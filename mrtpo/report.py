@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 from . import runs as runner
 from .paths import SHIPPED
+from .config import arm_label
 from .results import Run, run_folders
 from .tasks import get_task
 
@@ -79,7 +80,7 @@ def metrics(runs: list[Run]) -> pd.DataFrame:
     frames = []
     for r in runs:
         cfg = r.config["config"]
-        m = r.metrics.rename(columns=RENAMED_COLUMNS).assign(method=cfg["method"] + ("+saw" if cfg["saw"] else ""), mrtpo_beta=cfg["mrtpo_beta"],
+        m = r.metrics.rename(columns=RENAMED_COLUMNS).assign(method=arm_label(cfg), mrtpo_beta=cfg["mrtpo_beta"],
                              seed=cfg["seed"], task=cfg["task"])
         frames.append(m)
     return pd.concat(frames, ignore_index=True)

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .config import arm_label
 from .manifest import verify_manifest
 from .paths import results_root
 
@@ -88,7 +89,7 @@ def runs_table(task: str | None = None):
     for p in run_folders(task):
         cfg = json.loads((p / "config.json").read_text())["config"]
         summary = json.loads((p / "summary.json").read_text())
-        rows.append({"task": cfg["task"], "model": cfg["model"], "method": cfg["method"] + ("+saw" if cfg["saw"] else ""),
+        rows.append({"task": cfg["task"], "model": cfg["model"], "method": arm_label(cfg),
                      "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
                      "train_s": summary["train_runtime_s"], "path": p.relative_to(results_root()).as_posix()})
     return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "path"])

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import __version__
 from .advantages import TOKEN_LEVEL
-from .config import BadRequest, RunConfig, resolve
+from .config import OPTIONAL_FIELDS, BadRequest, RunConfig, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
 from .geometry import job_processes
 from .manifest import check_writable, write_manifest
@@ -91,9 +91,10 @@ def model_identity(cfg: RunConfig) -> dict:
 
 
 def identity(cfg: RunConfig) -> dict:
-    """Everything the cache key covers: config, base model, data version, package versions."""
-    return {"config": dataclasses.asdict(cfg), "model": model_identity(cfg), "data": data_version(cfg),
-            "packages": package_versions()}
+    """Everything the cache key covers: config, base model, data version, package versions. Fields added after
+    the first committed runs (``OPTIONAL_FIELDS``) enter only when set away from their defaults."""
+    config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in OPTIONAL_FIELDS or v != OPTIONAL_FIELDS[k]}
+    return {"config": config, "model": model_identity(cfg), "data": data_version(cfg), "packages": package_versions()}
 
 
 def content_hash(ident: dict) -> str:
@@ -124,7 +125,7 @@ def base_path(cfg: RunConfig) -> Path:
 
 
 def find(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> Run | None:
-    """The finished run of these arguments, or None; never trains."""
+    """The finished run of these arguments (``z_blocks=`` the same function as ``run``'s), or None; never trains."""
     folder = locate(resolve(task, method, model, seed, steps, **overrides))[2]
     return Run(folder) if folder.is_dir() else None
 
@@ -151,9 +152,14 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
         **overrides) -> Run:
     """Train ``method`` on ``task`` with ``model``, evaluate, write the run folder; reuse it when it exists.
 
-    ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``prompts_per_step``, ...) or any
-    other ``MRTPOConfig`` field. ``force`` retrains from scratch and replaces the folder.
+    ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``rewards="sub"``, ...) or any
+    other ``MRTPOConfig`` field. ``z_blocks=fn``: train with your own Z blocks (a function with a reward function's
+    signature returning ``{reward name: text}`` per response); its source is part of the run's key. ``force``
+    retrains from scratch and replaces the folder.
     """
+    z_blocks = overrides.get("z_blocks")
+    if z_blocks is not None and not callable(z_blocks):
+        raise BadRequest(f"z_blocks= takes the function itself (the CLI takes --z-blocks module:function), got {z_blocks!r}")
     cfg = resolve(task, method, model, seed, steps, **overrides)
     ident, digest, folder = locate(cfg)
     if folder.is_dir() and not force:
@@ -167,7 +173,7 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
             return Run(folder)
         if force:
             shutil.rmtree(work, ignore_errors=True)
-        summary = train(cfg, work)
+        summary = train(cfg, work, z_blocks)
         _write_folder(cfg, ident, digest, work, summary, folder)
     return Run(folder, trained=True)
 
@@ -217,24 +223,32 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
     plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
                         kl=cfg.kl_beta > 0)
     return MRTPOConfig(
-        output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, mrtpo_beta=cfg.mrtpo_beta,
+        output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, opsd=cfg.opsd, mrtpo_beta=cfg.mrtpo_beta,
         beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
         max_steps=cfg.steps, **plan.trainer_args(), max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu or cfg.scale == "real",
         full_determinism=cfg.deterministic,
-        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **cfg.trainer_args,
+        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **({"loss_type": "dr_grpo"} if cfg.constlen else {}), **cfg.trainer_args,
     )
 
 
-def train(cfg: RunConfig, work: Path) -> dict:
-    """Train in ``work`` (resuming from its last complete checkpoint), save the final weights there."""
+def run_task(cfg: RunConfig):
+    """The task a run trains with: its reward set (``cfg.rewards``); evaluation always uses the default task."""
+    return get_task(cfg.task) if cfg.rewards == "default" else get_task(cfg.task, rewards=cfg.rewards)
+
+
+def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
+    """Train in ``work`` (resuming from its last complete checkpoint), save the final weights there.
+    ``z_blocks``: the custom Z-block function ``cfg.z_blocks`` names (default: the task's)."""
     from transformers import AutoTokenizer
 
     from .trainer import MRTPOTrainer
 
+    if (cfg.z_blocks is None) != (z_blocks is None):
+        raise ValueError("train: pass the Z-block function whose key the config holds (and only then)")
     path = base_path(cfg)
-    task = get_task(cfg.task)
+    task = run_task(cfg)
     out = work / "trainer"
     resume = last_checkpoint(out)
     if resume is not None:  # profiles written after that checkpoint are written again when resumed
@@ -245,7 +259,7 @@ def train(cfg: RunConfig, work: Path) -> dict:
         shutil.rmtree(out)
     trainer = MRTPOTrainer(
         model=str(path), processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=task.reward_funcs(),
-        train_dataset=train_data(cfg), args=trainer_config(cfg, out, path), z_blocks=task.z_blocks,
+        train_dataset=train_data(cfg), args=trainer_config(cfg, out, path), z_blocks=z_blocks or task.z_blocks,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_model(str(work / "final"))

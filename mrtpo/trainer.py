@@ -7,6 +7,7 @@ advantages; TRL's loss trains on them. Sampled q profiles are written by the ``P
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -17,10 +18,11 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from .advantages import METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed
+from .advantages import DISTILLING, METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed
 from .diagnostics import record_entropies
+from .distillation import DIVERGENCES, distillation_loss
 from .relevance import concentration, median_correlations, specificity
-from .replay import relevance, safe_z_blocks
+from .replay import relevance, safe_z_blocks, teacher_hidden
 
 
 ZBlockFunc = Callable[..., list]
@@ -50,12 +52,33 @@ class MRTPOConfig(GRPOConfig):
             "batch-scale), 'mrtpo' (per-reward leave-one-out replay, K_x extra forwards), 'joint' (one profile "
             "from P_all vs P_0, one extra forward), 'shuffled' (MRTPO weights at random positions), 'uniform' "
             "(MRTPO machinery with w = 1; trains exactly as gdpo), 'entropy' (control arm: MRTPO's weights from the "
-            "sampling policy's token entropy instead of q, shared by all rewards; no replay)."
+            "sampling policy's token entropy instead of q, shared by all rewards; no replay), 'opsd' (on-policy self-distillation: the loss is the "
+            "divergence from the teacher, the policy shown every Z block; no RL term)."
         },
     )
     saw: bool = field(
         default=False,
         metadata={"help": "Stack SAW: weight each reward's advantage by K * CV_k / sum CV over the batch."},
+    )
+    opsd: bool = field(
+        default=False,
+        metadata={"help": "Add the OPSD distillation term, times opsd_coef, to the RL loss of any advantage scheme."},
+    )
+    opsd_coef: float = field(default=1.0, metadata={"help": "Weight of the OPSD term added to the RL loss (opsd=True)."})
+    opsd_teacher: str = field(
+        default="initial",
+        metadata={"help": "OPSD teacher weights: 'initial' (frozen at the starting policy, the paper's setting; one "
+                  "extra copy of the model) or 'current' (the policy that sampled the step's responses)."},
+    )
+    opsd_divergence: str = field(
+        default="forward_topk",
+        metadata={"help": "OPSD divergence: 'forward_topk' (KL(teacher || student) on the teacher's top opsd_top_k "
+                  "tokens, renormalised; the paper's) or 'reverse' (full KL(student || teacher))."},
+    )
+    opsd_top_k: int = field(default=64, metadata={"help": "Teacher tokens kept by 'forward_topk' (the paper: 64)."})
+    opsd_clip: float | None = field(
+        default=None,
+        metadata={"help": "Pointwise KL clipping: cap every vocabulary entry's KL term at this value (None: off)."},
     )
     mrtpo_beta: float = field(
         default=0.5, metadata={"help": "Reallocation strength beta in w = (1 - beta) + beta q / qbar, in [0, 1]."}
@@ -90,6 +113,10 @@ class MRTPOConfig(GRPOConfig):
             raise ValueError(f"advantage={self.advantage!r} is not one of {', '.join(METHODS)}")
         if not 0.0 <= self.mrtpo_beta <= 1.0:
             raise ValueError(f"mrtpo_beta={self.mrtpo_beta} must lie in [0, 1]")
+        if self.opsd_teacher not in ("initial", "current"):
+            raise ValueError(f"opsd_teacher={self.opsd_teacher!r} is not valid; valid values: initial, current")
+        if self.opsd_divergence not in DIVERGENCES or self.opsd_top_k < 1:
+            raise ValueError(f"opsd_divergence must be one of {', '.join(DIVERGENCES)} and opsd_top_k >= 1")
         if self.replay_batch_size < 1 or self.replay_chunk_tokens < 1:
             raise ValueError("replay_batch_size and replay_chunk_tokens must be >= 1")
         # TRL's own advantages feed only its logs; keep them the scheme's response-level ones
@@ -132,6 +159,13 @@ class MRTPOTrainer(GRPOTrainer):
                 "advantage='entropy' reads token entropies from the logits of transformers' generate; vLLM, "
                 "continuous batching and tool calls do not expose them: turn those off for this arm"
             )
+        self.distills = self.args.advantage in DISTILLING or self.args.opsd
+        if self.distills and z_blocks is None:
+            raise ValueError("OPSD's teacher reads every Z block: pass z_blocks=...")
+        # the frozen teacher: a copy of the starting weights (the paper's OPSD setting)
+        self.teacher = None
+        if self.distills and self.args.opsd_teacher == "initial":
+            self.teacher = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval().requires_grad_(False)
         self.z_blocks = z_blocks
         self._generation_entropy: list[torch.Tensor] = []  # per generate call of this step: (B, positions)
         self.replay_forwards = 0  # sequences replayed so far (tests count them)
@@ -170,6 +204,8 @@ class MRTPOTrainer(GRPOTrainer):
         generated = time.perf_counter()
         if self.model.training:  # evaluation keeps TRL's response-level advantages
             out["advantages"] = self._advantages(out)
+            if self.distills:
+                out["opsd_teacher_hidden"] = self._teacher_hidden(out)
         self._add_time("generation", generated - start)
         self._add_time("replay", time.perf_counter() - generated)
         return out
@@ -177,7 +213,12 @@ class MRTPOTrainer(GRPOTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """TRL's loss; a non-finite one (a broken forward: inf/NaN logits) is replaced by a zero with no graph,
         so that its backward adds nothing and the gradients of earlier micro-batches of the step are kept."""
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self.args.advantage in DISTILLING:
+            loss = self._distillation_loss(model, inputs)
+        else:
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if self.args.opsd and "opsd_teacher_hidden" in inputs:
+                loss = loss + self.args.opsd_coef * self._distillation_loss(model, inputs)
         self._nonfinite = not torch.isfinite(loss).all()
         return torch.zeros_like(loss).requires_grad_() if self._nonfinite else loss
 
@@ -211,13 +252,14 @@ class MRTPOTrainer(GRPOTrainer):
         entropy = self._token_entropy(mask)
         if args.advantage == "entropy" and entropy is None:
             raise RuntimeError("advantage='entropy' found no generation entropies this step (a tool-call turn?)")
+        scheme = "gdpo" if args.advantage in DISTILLING else args.advantage  # OPSD: GDPO's, for the logs only
         if args.advantage in REPLAYING:
             q = self._relevance(out, need[local], joint=args.advantage == "joint")
             self._log_relevance(q, mask, need[local], rewards[local], out["completion_ids"], entropy)
         if args.advantage == "shuffled":
             generator = torch.Generator().manual_seed(args.seed * 1_000_003 + self.state.global_step * 101 + local.start)
         adv, stats = mrtpo_advantages(
-            rewards, self.num_generations, args.advantage, local, reward_weights=self.reward_weights.to(rewards.device),
+            rewards, self.num_generations, scheme, local, reward_weights=self.reward_weights.to(rewards.device),
             saw=args.saw, mask=mask, q=q, entropy=entropy, beta=beta, bound=args.bound, generator=generator,
             reduce_sum=lambda x: self.accelerator.reduce(x, reduction="sum"),
         )
@@ -261,6 +303,42 @@ class MRTPOTrainer(GRPOTrainer):
         self.replay_forwards += forwards
         self._metrics["train"]["mrtpo/replay_forwards_per_response"].append(forwards / B)
         return q
+
+    # -- OPSD ------------------------------------------------------------------------------------------------
+    def _teacher_hidden(self, out: dict) -> torch.Tensor:
+        """(B, T, H) no-grad hidden states of the teacher (``mrtpo.replay.teacher_hidden``: the replay's P_all
+        forward) on this process's responses; the teacher's output head is kept for the loss."""
+        sc = self._scored
+        blocks, errors = safe_z_blocks(self.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
+        if errors is not None:
+            self._metrics["train"]["mrtpo/z_block_errors"].append(errors)
+        teacher = self.teacher if self.teacher is not None else self.accelerator.unwrap_model(self.model)
+        head = teacher.get_output_embeddings()
+        # 'current': the head that scored the samples, even if the policy moves before this batch's loss
+        self._teacher_head = (head.weight.detach().clone(), None if head.bias is None else head.bias.detach().clone())
+        hidden = teacher_hidden(
+            teacher, lambda prompts: self._tokenize_prompts(prompts)[0], self._tokenizer.pad_token_id, sc.prompts,
+            blocks, out["completion_ids"], batch_size=self.args.replay_batch_size,
+        )
+        self._metrics["train"]["opsd/teacher_forwards_per_response"].append(1.0)
+        return hidden
+
+    def _distillation_loss(self, model, inputs: dict) -> torch.Tensor:
+        """OPSD's term (``mrtpo.distillation.distillation_loss``): the student (plain prompt) against the teacher
+        (P_all) on the sampled responses, both at the sampling temperature; mean over valid tokens."""
+        prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+        mask = inputs["completion_mask"]
+        T = completion_ids.shape[1]
+        logits = model(input_ids=torch.cat([prompt_ids, completion_ids], 1),
+                       attention_mask=torch.cat([inputs["prompt_mask"], mask], 1), logits_to_keep=T + 1).logits
+        student = logits[:, :-1] / self.temperature
+        weight, bias = self._teacher_head
+        hidden = inputs["opsd_teacher_hidden"]
+        teacher = torch.nn.functional.linear(hidden.to(weight.dtype), weight, bias) / self.temperature
+        args = self.args
+        loss = distillation_loss(student, teacher, mask, args.opsd_divergence, args.opsd_top_k, args.opsd_clip)
+        self._metrics["train"]["opsd/divergence"].append(float(loss.detach()))
+        return loss / self.current_gradient_accumulation_steps
 
     # -- logs ------------------------------------------------------------------------------------------------
     def _log_reward_variance(self, rewards: torch.Tensor, need: torch.Tensor) -> None:

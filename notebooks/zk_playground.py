@@ -20,14 +20,15 @@
 # P_all (every Z block) and under P_\k (all but Z_k). This page samples one response from the policy on a
 # held-out prompt, replays it leave-one-out, and shows the response once per reward with each token shaded
 # by q, the tokens each verifier reads underlined. Then it swaps in a different Z_k — edit that one cell — and trains
-# a few steps with it.
+# with it through the runner: a run folder like every other run's (seed, cache, held-out evaluation), keyed by
+# the function's source.
 
 # %% tags=["parameters"]
 model = "tiny"
-task = "sql"  # the custom formulation below is written for text-to-SQL
+task = "sql"  # any task: sql, tool, if
 example_index = 0
 train_steps = 10  # steps of the short training run with the custom Z_k (0: skip)
-force = False  # the book passes it to every page; this page reuses no run folder
+force = False  # retrain the custom-Z_k run even when its folder exists
 
 # %%
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -56,16 +57,19 @@ shown
 # ## Your own Z_k
 #
 # A Z-block function has a reward function's signature and returns, per response, `{reward name: text}`.
-# This one keeps the task's blocks but gives the execution-match verifier only the reference SQL's WHERE
-# clause — a sub-verifier-like formulation (PAPER.md §6 suggests splitting the execution reward by check
-# action). Edit it and rerun the page.
+# This one keeps the task's blocks but shows each answer verifier only the first half of its block (the
+# reference SQL, tool call or constraint), for any task: does the shift follow the part of the reference the
+# policy is shown? Edit it and rerun the page; its source is part of the training run's key, so an edit trains
+# a new run and an unchanged one reuses its folder. (For text-to-SQL, `rewards="sub"` splits the execution reward
+# into four sub-verifiers with their own blocks: `runs.run("sql", "mrtpo", rewards="sub")`.)
 
 # %%
 def my_z_blocks(prompts, completions, **columns):
     blocks = the_task.z_blocks(prompts=prompts, completions=completions, **columns)
-    for block, gold in zip(blocks, columns["gold_sql"]):
-        where = gold.upper().find(" WHERE ")
-        block["execution_match"] = "Reference filter: " + (gold[where + 1 :] if where >= 0 else "(none)")
+    for block in blocks:
+        for name in the_task.answer_rewards:
+            if name in block:
+                block[name] = block[name][: len(block[name]) // 2]
     return blocks
 
 
@@ -77,32 +81,19 @@ shown
 # %% [markdown]
 # ## Train with it
 #
-# The same trainer, with `z_blocks=my_z_blocks`: nothing else changes. The page shows the logged steps as a
-# table (the trainer's printed log lines stay in the executed notebook).
+# The runner with `z_blocks=my_z_blocks` (the CLI: `--z-blocks module:function`): nothing else changes.
 
-# %% tags=["remove-stdout"]
-import tempfile
-
-import pandas as pd
-
-from mrtpo import MRTPOConfig, MRTPOTrainer
+# %%
+from mrtpo import report
 
 if train_steps:
-    trainer = MRTPOTrainer(
-        model=str(path), reward_funcs=the_task.reward_funcs(), z_blocks=my_z_blocks,
-        train_dataset=the_task.synthetic(256, seed=0, split="train"),
-        args=MRTPOConfig(output_dir=tempfile.mkdtemp(), use_cpu=True, bf16=False, gradient_checkpointing=False,
-                         report_to="none", max_steps=train_steps, logging_steps=1, save_strategy="no",
-                         num_generations=cfg.num_generations, per_device_train_batch_size=cfg.num_generations * 2,
-                         max_completion_length=cfg.max_completion_length, learning_rate=cfg.learning_rate,
-                         disable_tqdm=True),
-    )
-    trainer.train()
-    log = [h for h in trainer.state.log_history if "mrtpo/s" in h]
-    display(pd.DataFrame(log)[["step", "reward", "mrtpo/effective_k", "mrtpo/s"]])
+    run = runs.run(task, "mrtpo", model, steps=train_steps, force=force, z_blocks=my_z_blocks)
+    print(run.path.name)
+    display(run.metrics[["step", "reward", "mrtpo/effective_k", "mrtpo/s"]])
+    display(report.summary(report.evaluations([run]), report.answer_metric(task)))
 
 # %% [markdown]
-# **Reading the shading.** Compare the execution-match line between the two renderings: with only the WHERE
-# clause as Z_k, the shift should move onto the filter's tokens if the policy reads that block at all. At
+# **Reading the shading.** Compare each answer verifier's line between the two renderings: with half of the
+# reference as Z_k, the shift should move toward the tokens that half covers if the policy reads that block at all. At
 # the tiny scale the policy was taught to read Z blocks during its warm-up (see the tiny-models chapter),
 # so this shows the mechanism, not what a pretrained LLM would do.

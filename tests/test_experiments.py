@@ -215,3 +215,63 @@ def test_trainer_resume_gives_identical_weights(smoke_policy, tmp_path):
     assert E.weights_hash(resumed.model) == E.weights_hash(full.model) != E.weights_hash(stopped.model)
     steps = lambda t: [(h["step"], h["loss"], h["reward"]) for h in t.state.log_history if "loss" in h]  # noqa: E731
     assert steps(resumed) == steps(full) and len(steps(full)) == 3
+
+
+# ---------------------------------------------------------------------------------------------- the arms
+
+
+Z_CALLS = []
+
+
+def custom_z_blocks(prompts, completions, **columns):
+    """A Z_k formulation of the test's own: the task's blocks, with the reference shown to execution_match only."""
+    from mrtpo.tasks import get_task
+
+    Z_CALLS.append(len(completions))
+    blocks = get_task("sql").z_blocks(prompts=prompts, completions=completions, **columns)
+    return [{k: v for k, v in b.items() if k == "execution_match"} for b in blocks]
+
+
+@pytest.mark.parametrize("method, overrides, logged", [
+    ("gdpo+saw", {}, "reward"),
+    ("opsd", {}, "opsd/divergence"),
+    ("gdpo+opsd", {"opsd_coef": 0.1, "opsd_divergence": "reverse"}, "opsd/divergence"),
+    ("mrtpo+constlen", {}, "mrtpo/s"),
+    ("mrtpo", {"rewards": "sub"}, "rewards/sql_tables/mean"),
+    ("opsd", {"z_blocks": custom_z_blocks}, "opsd/divergence"),  # OPSD's teacher reads Z at every step
+])
+def test_every_arm_trains_through_the_runner(dirs, method, overrides, logged):
+    run = E.run("sql", method, seed=5, **(SMOKE | {"steps": 1}), **overrides)
+    stored = run.config["config"]
+    assert run.trained and run.path.name.startswith(method + "-") and config.method_label(stored) == method
+    assert logged in run.metrics.columns and run.metrics[logged].notna().all()
+    # evaluation scores the default rewards whatever the run trained on: arms stay comparable
+    assert set(run.eval["synthetic_test"]["temp1"]) == {"format", "executable", "execution_match"}
+    # new settings are in the key only when set away from their defaults
+    assert {k for k in config.OPTIONAL_FIELDS if k in stored} == {k for k in config.OPTIONAL_FIELDS
+                                                                   if k in method.split("+")[1:] or k in overrides}
+    assert E.find("sql", method, seed=5, **(SMOKE | {"steps": 1}), **overrides).path == run.path
+    if "rewards" in overrides:
+        assert "rewards/execution_match/mean" not in run.metrics.columns and stored["rewards"] == "sub"
+    if "z_blocks" in overrides:
+        assert stored["z_blocks"].startswith("custom_z_blocks sha256:") and Z_CALLS
+
+
+def test_constlen_is_dr_grpo_and_the_z_blocks_source_is_the_key(dirs, capsys):
+    cfg = E.resolve("sql", "gdpo+constlen", **SMOKE)
+    assert E.trainer_config(cfg, dirs / "unused").loss_type == "dr_grpo"
+    assert E.trainer_config(E.resolve("sql", "gdpo", **SMOKE), dirs / "unused").loss_type == "dapo"
+
+    def custom_z_blocks(prompts, completions, **columns):  # same name, other source: another run
+        return [{} for _ in completions]
+
+    assert config.z_blocks_key(custom_z_blocks) != E.resolve("sql", "mrtpo", z_blocks=globals()["custom_z_blocks"]).z_blocks
+    # the CLI finds the run trained with the same function by its dotted path
+    trained = E.run("sql", "opsd", seed=5, **(SMOKE | {"steps": 1}), z_blocks=globals()["custom_z_blocks"])
+    main(["eval", "--task", "sql", "--method", "opsd", "--seed", "5", *CLI_SMOKE[:2], "--steps", "1",
+          "--z-blocks", "test_experiments:custom_z_blocks", "--set", *CLI_SMOKE[5:]])
+    assert str(trained.path) in capsys.readouterr().out
+    with pytest.raises(config.BadRequest, match="the function itself"):
+        E.run("sql", "mrtpo", z_blocks="test_experiments:custom_z_blocks", **SMOKE)
+    with pytest.raises(SystemExit, match="MODULE:FUNCTION"):
+        main(["eval", "--task", "sql", "--method", "mrtpo", "--z-blocks", "no_colon"])

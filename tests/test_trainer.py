@@ -294,3 +294,47 @@ def test_relevance_peaks_where_the_left_out_block_can_reach(smoke_policy, tmp_pa
     assert (q[1, :reach] > 1e-3).all(), q[1]  # "has_a" is the last block
     assert (q[1, reach:] < 1e-4).all(), q[1]
     assert (q[0] < 1e-4).all(), q[0]  # the earlier block is out of every completion position's window
+
+
+def no_blocks(prompts, completions, **kw):
+    return [{} for _ in completions]
+
+
+def test_opsd_current_teacher_without_blocks_is_the_student(smoke_policy, tmp_path):
+    """Teacher = the current weights and P_all = P_0: the divergence and its gradient are 0 (to rounding)."""
+    path, tok = smoke_policy
+    trainer = MRTPOTrainer(
+        model=path, processing_class=tok, reward_funcs=[parity, has_a], train_dataset=dataset(), z_blocks=no_blocks,
+        args=MRTPOConfig(output_dir=str(tmp_path), advantage="opsd", opsd_teacher="current", use_cpu=True,
+                         bf16=False, report_to="none", logging_steps=1, max_steps=1, save_strategy="no",
+                         num_generations=4, per_device_train_batch_size=8, max_completion_length=10,
+                         learning_rate=1e-2, disable_tqdm=True),
+    )
+    trainer.train()
+    (log,) = [h for h in trainer.state.log_history if "loss" in h]
+    assert abs(log["opsd/divergence"]) < 1e-6 and log["grad_norm"] < 1e-6 and trainer.teacher is None
+
+
+@pytest.mark.parametrize("options", [
+    dict(advantage="opsd", opsd_divergence="reverse", opsd_clip=0.05),
+    dict(advantage="opsd", opsd_teacher="current", opsd_top_k=3),
+    dict(advantage="gdpo", opsd=True, opsd_coef=0.5),
+])
+def test_opsd_options_train(smoke_policy, tmp_path, options):
+    trainer = make_trainer(smoke_policy, tmp_path, **options)
+    teacher = None if trainer.teacher is None else [p.detach().clone() for p in trainer.teacher.parameters()]
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 2 and all(math.isfinite(h["loss"]) and h["opsd/divergence"] >= 0 for h in logs)
+    assert logs[1]["opsd/divergence"] > 0  # the teacher sees Z blocks the student does not
+    if teacher is not None:  # the initial-weights teacher stays frozen
+        assert all(torch.equal(a, b) for a, b in zip(teacher, trainer.teacher.parameters()))
+
+
+def test_opsd_term_changes_gdpo(smoke_policy, tmp_path):
+    losses = {}
+    for opsd in (False, True):
+        trainer = make_trainer(smoke_policy, tmp_path / str(opsd), "gdpo", steps=1, opsd=opsd)
+        trainer.train()
+        losses[opsd] = [h for h in trainer.state.log_history if "loss" in h][0]["loss"]
+    assert losses[True] > losses[False]  # the same samples (same seed); the added divergence is positive

@@ -24,6 +24,8 @@ with a default here, so a new task is one file plus one line in ``TASKS``:
 * ``training_set(data_dir)`` / ``real_benchmarks(data_dir)``: the paper-scale data;
 * ``benchmarks(scale, n, seed, data_dir)``: name -> ``Benchmark`` (held-out data and its scorer);
 * ``answer_metric``, ``reward_label(name, example)``: what tables and localisation plots show;
+* ``reward_sets``: the reward sets the runner may train with (``get_task(name, rewards=...)``; evaluation always
+  scores with the default set);
 * ``paper_run`` / ``paper_models`` / ``tiny_completion_length`` / ``data_description``: the registry's entries;
 * ``warmup_noise``, ``warmup_max_len``, ``think_values``, ``corrupt(...)``: how a tiny base is warmed up
   (``mrtpo.tiny``; corruptions in ``mrtpo.tasks.warmup``).
@@ -113,6 +115,8 @@ class Task:
     reward_names: tuple[str, ...] = ()
     #: rewards that judge the answer's content (not its format); used by acceptance checks and tables
     answer_rewards: tuple[str, ...] = ()
+    #: reward sets the task's constructor accepts as ``rewards=`` ("default": the paper's rewards)
+    reward_sets: tuple[str, ...] = ("default",)
     #: the tables' headline metric at the tiny scale (a reward name, or a column ``report.evaluations`` adds)
     answer_metric: str = ""
     #: one line on the training data of each scale, for ``mrtpo plan``

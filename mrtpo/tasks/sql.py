@@ -9,6 +9,10 @@ A response is ``<think>reasoning</think><answer>SQL</answer>``. Rewards (binary)
   matched up to a permutation); training reward and evaluation use the same rule;
 * optional sqlglot sub-verifiers (``sub_verifiers=True``): ``sql_tables``, ``sql_columns``,
   ``sql_where``, ``sql_joins``, each comparing one set of parsed items of answer and gold.
+
+Reward sets (``rewards=``): ``default`` (format, executable, execution_match, plus the sub-verifiers when
+``sub_verifiers``); ``sub``: the execution reward replaced by its four check actions (format, executable and
+the four sub-verifiers, K = 6), each with its own Z block (the gold's items), so each can pin its span.
 """
 
 from __future__ import annotations
@@ -208,6 +212,7 @@ class TextToSQL(Task):
                  "dev_databases/); scored here with Spider's rule, not BIRD's set comparison (load_bird)"),)
     paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
                      max_completion_length=1024, choices=tuple(UNSTATED.values()))
+    reward_sets = ("default", "sub")
     paper_models = {"3b": ("Qwen/Qwen2.5-Coder-3B-Instruct", 3.09e9), "7b": ("Qwen/Qwen2.5-Coder-7B-Instruct", 7.62e9)}
     #: warm-up noise: swapped operators/columns (execution_match), misspelt keywords (executable), dropped tags
     #: (format). Values are never corrupted: swapping values while the question states them teaches the policy
@@ -222,12 +227,16 @@ class TextToSQL(Task):
     def __init__(
         self,
         sub_verifiers: bool = False,
+        rewards: str = "default",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_rows: int = DEFAULT_MAX_ROWS,
         db_cache_dir: str | Path | None = None,
     ):
-        self.sub_verifiers = sub_verifiers
-        self.reward_names = ("format", "executable", "execution_match") + (SUB_VERIFIERS if sub_verifiers else ())
+        if rewards not in self.reward_sets:
+            raise ValueError(f"rewards={rewards!r} is not valid; valid values: {', '.join(self.reward_sets)}")
+        self.sub_verifiers = sub_verifiers or rewards == "sub"
+        execution = ("execution_match",) if rewards == "default" else ()
+        self.reward_names = ("format", "executable") + execution + (SUB_VERIFIERS if self.sub_verifiers else ())
         self.executor = SQLExecutor(timeout_s=timeout_s, max_rows=max_rows)
         self.db_cache_dir = Path(db_cache_dir) if db_cache_dir else cache_root() / "sql_dbs"
 
@@ -270,7 +279,7 @@ class TextToSQL(Task):
         }
         if self.sub_verifiers:
             checks.update({kind: self._check_items(kind) for kind in SUB_VERIFIERS})
-        return checks
+        return {name: checks[name] for name in self.reward_names}
 
     def reward_funcs(self) -> list[Callable[..., list]]:
         """One TRL reward function per reward name; none of them raises."""
@@ -288,7 +297,8 @@ class TextToSQL(Task):
                 result = self.executor.run(example["db_path"], sql) if sql else None
                 status = "no SQL in <answer>" if result is None else (result.error or "executes without error")
                 block["executable"] = Z_TEMPLATES["executable"].format(status)
-                block["execution_match"] = Z_TEMPLATES["execution_match"].format(example["gold_sql"])
+                if "execution_match" in self.reward_names:
+                    block["execution_match"] = Z_TEMPLATES["execution_match"].format(example["gold_sql"])
                 gold = _parse(example["gold_sql"]) if self.sub_verifiers else None
                 for kind in SUB_VERIFIERS if gold is not None else ():
                     # the gold's items as written (aliases included), unique, in order
