@@ -31,7 +31,7 @@ import torch
 from mrtpo import diagnostics as D
 from mrtpo import tiny
 from mrtpo.contexts import build_contexts
-from mrtpo.paths import cache_root
+from mrtpo.paths import cache_root, portable
 from mrtpo.relevance import js_relevance
 from mrtpo.replay import replay_hidden
 from mrtpo.tasks import get_task
@@ -385,7 +385,7 @@ def main() -> None:
             emit(sname, kind, "all", "cross_reward_corr_median", statistics.median(cross) if cross else math.nan, f"{len(cross)} pairs")
             emit(sname, kind, "all", "entropy_corr_median", statistics.median(ent) if ent else math.nan, f"{len(ent)} profiles")
     emit("", "", "", "build_seconds", float(meta["build_seconds"]),
-         f"params {meta['params']}; extra {json.dumps(extra)}; final loss {meta['final_loss']}; recipe {json.dumps(meta['recipe'])}; {args.notes}")
+         f"params {meta['params']}; extra {portable(json.dumps(extra))}; final loss {meta['final_loss']}; recipe {json.dumps(meta['recipe'])}; {args.notes}")
     emit("", "", "", "measure_seconds", round(time.time() - t0, 1))
     for r in out:
         print(f"{r['prompts']:8s} {r['responses']:9s} {r['reward']:16s} {r['figure']:26s} {r['value']!s:>8}  {r['notes'][:150]}")
