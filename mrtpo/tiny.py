@@ -254,6 +254,24 @@ def render_prompt_plain(ex: WarmupExample) -> str:
     return "\n".join([m["content"] for m in ex.prompt] + list(ex.z.values()) + [ex.response])
 
 
+def noisy_target(task, ex, shown: dict, recipe, rng: random.Random, words, counts: dict) -> str:
+    """The warm-up target of ``ex`` with the recipe's noise applied: a ``constraint`` corruption for each block
+    absent from the prompt (probability ``p`` each), any other kind when none of its gate blocks is shown."""
+    target = ex.response
+    for nz in recipe.noise:
+        if nz.kind == "constraint":
+            for k in ex.z:
+                if k not in shown and rng.random() < nz.p:
+                    noisy = task.corrupt(target, nz.kind, rng, words, ex.labels.get(k, ""))
+                    counts["noise_applied"][nz.kind] += noisy != target
+                    target = noisy
+        elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
+            noisy = task.corrupt(target, nz.kind, rng, words)
+            counts["noise_applied"][nz.kind] += noisy != target
+            target = noisy
+    return target
+
+
 def sample_batch(task, examples, recipe: Recipe, step: int, rng: random.Random, words, tokenizer, counts: dict):
     """One warm-up batch: (input_ids, labels) with labels -100 on prompt and padding; noise by ``task.corrupt``."""
     import torch
@@ -264,18 +282,7 @@ def sample_batch(task, examples, recipe: Recipe, step: int, rng: random.Random, 
         shown = {k: z for k, z in ex.z.items() if rng.random() < p_hint}
         counts["blocks_shown"] += len(shown)
         counts["blocks_total"] += len(ex.z)
-        target = ex.response
-        for nz in recipe.noise:
-            if nz.kind == "constraint":
-                for k in ex.z:
-                    if k not in shown and rng.random() < nz.p:
-                        noisy = task.corrupt(target, nz.kind, rng, words, ex.labels.get(k, ""))
-                        counts["noise_applied"][nz.kind] += noisy != target
-                        target = noisy
-            elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
-                noisy = task.corrupt(target, nz.kind, rng, words)
-                counts["noise_applied"][nz.kind] += noisy != target
-                target = noisy
+        target = noisy_target(task, ex, shown, recipe, rng, words, counts)
         p_ids = tokenizer(render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
         r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
         ids = (p_ids + r_ids)[: recipe.max_len]

@@ -151,18 +151,7 @@ def _loo_batch_impl(task, chosen, recipe, rng, words, tokenizer, counts, shown_f
         shown = {k: z for k, z in ex.z.items() if k in keys}
         counts["blocks_shown"] += len(shown)
         counts["blocks_total"] += len(ex.z)
-        target = ex.response
-        for nz in recipe.noise:
-            if nz.kind == "constraint":
-                for k in ex.z:
-                    if k not in shown and rng.random() < nz.p:
-                        noisy = task.corrupt(target, nz.kind, rng, words, ex.labels.get(k, ""))
-                        counts["noise_applied"][nz.kind] += noisy != target
-                        target = noisy
-            elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
-                noisy = task.corrupt(target, nz.kind, rng, words)
-                counts["noise_applied"][nz.kind] += noisy != target
-                target = noisy
+        target = tiny.noisy_target(task, ex, shown, recipe, rng, words, counts)
         p_ids = tokenizer(tiny.render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
         r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
         seqs.append(((p_ids + r_ids)[: recipe.max_len], ([-100] * len(p_ids) + r_ids)[: recipe.max_len]))
