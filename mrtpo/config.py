@@ -75,6 +75,12 @@ class RunConfig:
     trainer_args: dict = field(default_factory=dict)  # any other MRTPOConfig field, passed through
 
     @property
+    def frozen_teacher(self) -> bool:
+        """Whether training holds OPSD's teacher frozen at the starting weights: a second copy of the model in
+        memory (``opsd_teacher="initial"``, MRTPOConfig's default, for ``opsd`` and ``<method>+opsd``)."""
+        return (self.method in DISTILLING or self.opsd) and self.trainer_args.get("opsd_teacher", "initial") == "initial"
+
+    @property
     def label(self) -> str:
         return arm_label(dataclasses.asdict(self))
 

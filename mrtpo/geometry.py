@@ -93,12 +93,14 @@ class BatchPlan:
 
 def memory_estimate(arch: Architecture, micro: int, rollout_rows: int, prompt_len: int, completion_len: int,
                     num_processes: int = 1, zero3: bool = False, kl: bool = False, replay_chunk_tokens: int = 1024,
-                    ) -> dict[str, float]:
+                    frozen_teacher: bool = False) -> dict[str, float]:
     """Estimated GPU memory per device, in GiB, by phase (full fine-tuning, bf16 autocast, AdamW, gradient
     checkpointing; S = prompt + completion tokens, Sc = completion tokens, rows = the process's completions of a step).
 
     * ``states`` (always held): 16 B/param (fp32 weights 4, fp32 gradients 4, Adam moments 8), divided by N under
-      ZeRO-3; a frozen bf16 reference model adds 2 B/param when the KL term is on;
+      ZeRO-3; a frozen bf16 reference model adds 2 B/param when the KL term is on; OPSD's frozen teacher
+      (``frozen_teacher``: a copy of the starting weights, kept in bf16 by the trainer) adds 2 B/param on every
+      process;
     * ``generation``: the KV cache of the rows, rows x S x L x 2 x kv_heads x head_dim x 4 B (TRL generates outside
       autocast, with the fp32 weights), plus under ZeRO-3 the gathered fp32 weights (4 B/param; TRL's
       ``ds3_gather_for_generation``);
@@ -113,7 +115,7 @@ def memory_estimate(arch: Architecture, micro: int, rollout_rows: int, prompt_le
     S, Sc = prompt_len + completion_len, completion_len
     shard = num_processes if zero3 else 1
     terms = {
-        "states": arch.params * (16 + (2 if kl else 0)) / shard,
+        "states": arch.params * (16 + (2 if kl else 0)) / shard + (arch.params * 2 if frozen_teacher else 0),
         "generation": rollout_rows * S * arch.layers * 2 * arch.kv_heads * arch.head_dim * 4 + (arch.params * 4 if zero3 else 0),
         "replay": rollout_rows * Sc * arch.hidden * 4 + replay_chunk_tokens * arch.vocab * 4 * 8,
         "training": micro * (arch.layers * S * arch.hidden * 4 + S * (4 * arch.hidden + 3 * arch.intermediate) * 4
@@ -127,7 +129,7 @@ def memory_estimate(arch: Architecture, micro: int, rollout_rows: int, prompt_le
 def plan_batches(prompts_per_step: int, num_generations: int, num_processes: int = 1,
                  arch: Architecture | None = None, budget_gib: float | None = None, prompt_len: int = 512,
                  completion_len: int = 1024, zero3: bool = False, kl: bool = False,
-                 max_micro_batch: int | None = None) -> BatchPlan:
+                 max_micro_batch: int | None = None, frozen_teacher: bool = False) -> BatchPlan:
     """The batch settings that give ``prompts_per_step x num_generations`` completions per optimizer step over
     ``num_processes`` processes (module docstring). With ``arch`` and ``budget_gib`` the micro-batch is the largest
     that fits the per-device budget; when even one sequence does not fit, the plan has micro-batch 1 and
@@ -144,7 +146,8 @@ def plan_batches(prompts_per_step: int, num_generations: int, num_processes: int
     def estimate(micro: int) -> dict[str, float] | None:
         if arch is None:
             return None
-        return memory_estimate(arch, micro, per_process, prompt_len, completion_len, num_processes, zero3, kl)
+        return memory_estimate(arch, micro, per_process, prompt_len, completion_len, num_processes, zero3, kl,
+                               frozen_teacher=frozen_teacher)
 
     cap = min(per_process, max_micro_batch or per_process)
     divisors = [d for d in range(cap, 0, -1) if per_process % d == 0]
@@ -179,7 +182,7 @@ def job_uses_zero3() -> bool:
 
 
 def plan_for_job(prompts_per_step: int, num_generations: int, completion_len: int, model_dir: str | Path | None = None,
-                 prompt_len: int = 512, kl: bool = False) -> BatchPlan:
+                 prompt_len: int = 512, kl: bool = False, frozen_teacher: bool = False) -> BatchPlan:
     """The plan of the running job: its processes, ZeRO-3 or not, and, on a GPU, the architecture in
     ``model_dir/config.json`` against ``GPU_MEMORY_SHARE`` of the device's memory. On CPU there is no budget: each
     process takes its whole share of the step in one micro-batch (how the tiny runs have always trained)."""
@@ -190,4 +193,5 @@ def plan_for_job(prompts_per_step: int, num_generations: int, completion_len: in
         arch = Architecture.from_config(json.loads((Path(model_dir) / "config.json").read_text()))
         budget = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory * GPU_MEMORY_SHARE / GIB
     return plan_batches(prompts_per_step, num_generations, job_processes(), arch=arch, budget_gib=budget,
-                        prompt_len=prompt_len, completion_len=completion_len, zero3=job_uses_zero3(), kl=kl)
+                        prompt_len=prompt_len, completion_len=completion_len, zero3=job_uses_zero3(), kl=kl,
+                        frozen_teacher=frozen_teacher)

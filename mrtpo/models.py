@@ -19,6 +19,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .advantages import DISTILLING
 from .tasks import TASKS, get_task
 from .tiny import SIZES, tiny_base
 
@@ -177,9 +178,11 @@ def dry_run(task: str, name: str = "tiny", method: str = "mrtpo", print_plan: bo
     spec = model_spec(task, name)
     t = get_task(task)
     arch = ARCHITECTURES.get(spec.checkpoint)
+    base, *modifiers = method.split("+")  # OPSD holds a frozen teacher (its default ``opsd_teacher="initial"``)
     geometry = plan_batches(spec.prompts_per_step, spec.num_generations, gpus, arch=arch,
                             budget_gib=gpu_memory_gib * GPU_MEMORY_SHARE if arch else None, prompt_len=prompt_len,
-                            completion_len=spec.max_completion_length, zero3=gpus > 1, kl=spec.kl_beta > 0)
+                            completion_len=spec.max_completion_length, zero3=gpus > 1, kl=spec.kl_beta > 0,
+                            frozen_teacher=base in DISTILLING or "opsd" in modifiers)
     plan = {
         "task": task,
         "method": method,

@@ -221,7 +221,7 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
 
     gpu = torch.cuda.is_available()
     plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
-                        kl=cfg.kl_beta > 0)
+                        kl=cfg.kl_beta > 0, frozen_teacher=cfg.frozen_teacher)
     return MRTPOConfig(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, opsd=cfg.opsd, mrtpo_beta=cfg.mrtpo_beta,
         beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mrtpo.config import resolve
 from mrtpo.geometry import ARCHITECTURES, Architecture, memory_estimate, plan_batches
 
 SEVEN_B = ARCHITECTURES["Qwen/Qwen2.5-Coder-7B-Instruct"]
@@ -74,3 +75,14 @@ def test_plan_for_job_reads_the_launcher(monkeypatch):
     assert (plan.num_processes, plan.per_device_train_batch_size, plan.gradient_accumulation_steps) == (2, 32, 1)
     monkeypatch.delenv("WORLD_SIZE")
     assert plan_for_job(8, 8, 96).per_device_train_batch_size == 64  # the tiny runs' geometry, unchanged
+
+
+def test_opsd_frozen_teacher_adds_a_copy_of_the_weights_to_the_plan():
+    """OPSD's teacher frozen at the starting weights is a second, bf16 copy (2 B/param) on every process."""
+    plain = memory_estimate(SEVEN_B, 1, 0, 0, 1024, num_processes=8, zero3=True, replay_chunk_tokens=0)
+    teacher = memory_estimate(SEVEN_B, 1, 0, 0, 1024, num_processes=8, zero3=True, replay_chunk_tokens=0,
+                              frozen_teacher=True)
+    assert teacher["states"] - plain["states"] == pytest.approx(SEVEN_B.params * 2 / 2**30)
+    assert resolve("sql", "opsd", "smoke").frozen_teacher and resolve("sql", "gdpo+opsd", "smoke").frozen_teacher
+    assert not resolve("sql", "opsd", "smoke", opsd_teacher="current").frozen_teacher
+    assert not resolve("sql", "mrtpo", "smoke").frozen_teacher
