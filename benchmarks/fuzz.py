@@ -86,7 +86,7 @@ def examples(task_name: str, rng: random.Random) -> list[dict]:
     """Rows of the task's real benchmark when present, else its synthetic data."""
     task, d = get_task(task_name), data_root()
     if task_name == "sql":
-        from mrtpo.tasks.sql import load_spider
+        from mrtpo.tasks.sql.spider import load_spider
 
         spider = d / "spider"
         if (spider / "dev.json").is_file():

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from mrtpo.tasks.instruct import load_advancedif, load_muldimif
-from mrtpo.tasks.sql import load_bird
+from mrtpo.tasks.sql.spider import load_bird
 
 
 def test_bird_dev_layout(tmp_path):
