@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from mrtpo.tasks.instruct import load_advancedif, load_muldimif
+from mrtpo.tasks.instruct.data import load_advancedif, load_muldimif
 from mrtpo.tasks.sql.spider import load_bird
 
 
