@@ -106,7 +106,7 @@ def examples(task_name: str, rng: random.Random) -> list[dict]:
             real = list(task.load(d / "ifeval" / "input_data.jsonl"))
             rows += [r for r in real if len(r["instruction_id_list"]) <= task.max_constraints]
         return rows
-    from mrtpo.tasks.tools import load_bfcl
+    from mrtpo.tasks.tools.data import load_bfcl
 
     rows = list(task.synthetic(300, seed=0, split="test"))
     try:

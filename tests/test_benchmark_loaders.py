@@ -95,7 +95,7 @@ def test_rlla_rl_split_parquet(tmp_path):
     pytest.importorskip("bfcl_eval")
     import pandas as pd
 
-    from mrtpo.tasks.tools import load_rlla
+    from mrtpo.tasks.tools.rlla import load_rlla
 
     instruction = ("**Available Tools**\n1. Name: GetNews\nDescription: news\nParameters: "
                    '{"page": {"description": "p", "type": "int", "default": ""}}\n')
