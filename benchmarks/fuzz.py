@@ -86,7 +86,7 @@ def examples(task_name: str, rng: random.Random) -> list[dict]:
     """Rows of the task's real benchmark when present, else its synthetic data."""
     task, d = get_task(task_name), data_root()
     if task_name == "sql":
-        from mrtpo.tasks.sql import load_spider
+        from mrtpo.tasks.sql.spider import load_spider
 
         spider = d / "spider"
         if (spider / "dev.json").is_file():
@@ -106,7 +106,7 @@ def examples(task_name: str, rng: random.Random) -> list[dict]:
             real = list(task.load(d / "ifeval" / "input_data.jsonl"))
             rows += [r for r in real if len(r["instruction_id_list"]) <= task.max_constraints]
         return rows
-    from mrtpo.tasks.tools import load_bfcl
+    from mrtpo.tasks.tools.data import load_bfcl
 
     rows = list(task.synthetic(300, seed=0, split="test"))
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from mrtpo.paths import data_root
-from mrtpo.tasks.sqlexec import SQLExecutor
+from mrtpo.tasks.sql.sandbox import SQLExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the last revision whose executor ran queries in-process

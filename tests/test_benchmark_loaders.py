@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from mrtpo.tasks.instruct import load_advancedif, load_muldimif
-from mrtpo.tasks.sql import load_bird
+from mrtpo.tasks.instruct.data import load_advancedif, load_muldimif
+from mrtpo.tasks.sql.spider import load_bird
 
 
 def test_bird_dev_layout(tmp_path):
@@ -95,7 +95,7 @@ def test_rlla_rl_split_parquet(tmp_path):
     pytest.importorskip("bfcl_eval")
     import pandas as pd
 
-    from mrtpo.tasks.tools import load_rlla
+    from mrtpo.tasks.tools.rlla import load_rlla
 
     instruction = ("**Available Tools**\n1. Name: GetNews\nDescription: news\nParameters: "
                    '{"page": {"description": "p", "type": "int", "default": ""}}\n')

@@ -137,7 +137,8 @@ def test_each_if_violation_fails_its_checker_and_stays_in_its_region():
     import random
 
     from mrtpo.tasks import get_task
-    from mrtpo.tasks.instruct import check_constraint, constraint_region, kwargs_list
+    from mrtpo.tasks.instruct.checkers import check_constraint, kwargs_list
+    from mrtpo.tasks.instruct.regions import constraint_region
 
     task, rng, seen = get_task("if"), random.Random(0), set()
     for row in task.synthetic(150, seed=3):

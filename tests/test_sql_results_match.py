@@ -9,8 +9,10 @@ from itertools import product
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtpo.tasks.sql import TextToSQL, synthetic_databases
-from mrtpo.tasks.sqlexec import ExecResult, results_match
+from mrtpo.tasks.sql import TextToSQL
+from mrtpo.tasks.sql.match import results_match
+from mrtpo.tasks.sql.sandbox import ExecResult
+from mrtpo.tasks.sql.synthetic import synthetic_databases
 
 
 def official_result_eq(result1: list, result2: list, order_matters: bool) -> bool:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo.tasks.sql import TextToSQL, synthetic_databases
-from mrtpo.tasks.sqlexec import KILL_GRACE_S, SQLExecutor, rows_bytes
+from mrtpo.tasks.sql import TextToSQL
+from mrtpo.tasks.sql.sandbox import KILL_GRACE_S, SQLExecutor, rows_bytes
+from mrtpo.tasks.sql.synthetic import synthetic_databases
 
 TIMEOUT_S = 0.5
 MiB = 2**20
@@ -71,7 +72,7 @@ def test_uninterruptible_call_is_not_executable(db, tmp_path):
 
 def test_cpu_limit_ends_a_query_the_parent_would_still_wait_for(db, monkeypatch):
     """RLIMIT_CPU holds on its own: with the parent's kill postponed, SIGXCPU ends the query."""
-    monkeypatch.setattr("mrtpo.tasks.sqlexec.KILL_GRACE_S", 30.0)
+    monkeypatch.setattr("mrtpo.tasks.sql.sandbox.KILL_GRACE_S", 30.0)
     ex = SQLExecutor(timeout_s=0.1, cache_size=0)
     start = time.monotonic()
     result = ex.run(db, UNINTERRUPTIBLE[0])

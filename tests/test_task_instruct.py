@@ -18,15 +18,15 @@ if (DATA / "nltk_data").is_dir():
 pytest.importorskip("if_verifiable")
 
 from mrtpo.tasks import get_task  # noqa: E402
-from mrtpo.tasks.instruct import (  # noqa: E402
+from mrtpo.tasks.instruct.checkers import (  # noqa: E402
     MAX_ANSWER_CHARS,
     check_constraint,
     describe,
     evaluate,
     kwargs_list,
-    load_jsonl,
     registry,
 )
+from mrtpo.tasks.instruct.data import load_jsonl  # noqa: E402
 
 IDS = [
     "startend:end_checker",
@@ -150,6 +150,21 @@ def test_strict_score_reads_the_raw_answer_as_the_official_evaluators():
     # if_verifiable's wrapper strips the answer first, and so disagrees with the official verdict here
     results, _ = evaluate_instructions(stairs + "\n\n", ["format:line_indent"], [{}], "p", registry())
     assert results[0].strict_pass
+
+
+def test_a_constraints_words_are_literal():
+    """Keywords, forbidden words, frequency keywords: ``re``'s special characters mean themselves (the registry's
+    checkers compile these words unescaped: ``a(b`` raised re.error, ``e.g.`` matched ``eXgY``); the postscript
+    markers the checker knows by name keep their own patterns, and the Z block shows the words as written."""
+    think = "<think>x</think>"
+    assert check_constraint(think + "see a(b here", "keywords:existence", {"keywords": ["a(b"]})
+    assert not check_constraint(think + "see eXgY here", "keywords:existence", {"keywords": ["e.g."]})
+    assert check_constraint(think + "c++, then c++", "keywords:frequency", {"keyword": " c++ ", "frequency": 2, "relation": "at least"})
+    assert check_constraint(think + "I wrote aXb", "keywords:forbidden_words", {"forbidden_words": ["a.b"]})
+    assert not check_constraint(think + "I wrote a.b", "keywords:forbidden_words", {"forbidden_words": ["a.b"]})
+    assert check_constraint(think + "hi\nP. S. bye", "detectable_content:postscript", {"postscript_marker": "P.S."})
+    assert check_constraint(think + "hi\nNB(1) bye", "detectable_content:postscript", {"postscript_marker": "NB(1)"})
+    assert "a(b" in describe("keywords:existence", {"keywords": ["a(b"]})
 
 
 def test_evaluate_pools_instructions():
@@ -331,18 +346,11 @@ def _run_everything(task, text: str) -> None:
         assert all(0 <= a <= b <= len(text) for spans in regions.values() for a, b in spans)
 
 
-#: inputs on which a checker still raises (counted as checker errors, scored 0): a constraint checker compiles
-#: text as a regular expression ("missing ), unterminated subpattern"). Strict: fails once the checker is fixed.
-REGEX_ERROR = pytest.mark.xfail(strict=True, reason="a constraint checker raises re.error on some responses")
-
-
-@pytest.mark.parametrize("text", [pytest.param(t, marks=REGEX_ERROR) if i in (3, 6, 8, 9) else t
-                                  for i, t in enumerate(TRICKY)], ids=range(len(TRICKY)))
+@pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
 def test_tricky_inputs_never_raise(task, text):
     _run_everything(task, text)
 
 
-@pytest.mark.xfail(reason="a constraint checker raises re.error on some responses (see REGEX_ERROR)", raises=AssertionError)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=300) | st.lists(st.sampled_from(["<think>", "</think>", "\n", "*", "<<", ">>", "P.S.", '"', "a b", ","]), max_size=40).map("".join))
 def test_fuzzed_garbage_never_raises(task, text):

@@ -13,16 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrtpo.tasks import get_task
-from mrtpo.tasks.sql import (
-    SYN_TEMPLATES,
-    TAGS,
-    TextToSQL,
-    answer_sql,
-    load_spider,
-    load_spider_split,
-    synthetic_databases,
-)
-from mrtpo.tasks.sqlexec import SQLExecutor
+from mrtpo.tasks.sql import TextToSQL
+from mrtpo.tasks.sql.layout import TAGS, answer_sql
+from mrtpo.tasks.sql.sandbox import SQLExecutor
+from mrtpo.tasks.sql.spider import load_spider, load_spider_split
+from mrtpo.tasks.sql.synthetic import SYN_TEMPLATES, synthetic_databases
 
 SPIDER = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "spider"
 needs_spider = pytest.mark.skipif(not (SPIDER / "dev.json").is_file(), reason="../shared/data/spider not present")

@@ -17,17 +17,10 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytest.importorskip("bfcl_eval", reason="pip install --no-deps bfcl-eval")
 
 from mrtpo.tasks import get_task  # noqa: E402
-from mrtpo.tasks.tools import (  # noqa: E402
-    LIVE,
-    NON_LIVE,
-    TEMPLATE,
-    check_calls,
-    format_ok,
-    load_bfcl,
-    load_rlla,
-    parse_calls,
-    reference_calls,
-)
+from mrtpo.tasks.tools.calls import TEMPLATE, format_ok, parse_calls  # noqa: E402
+from mrtpo.tasks.tools.checker import check_calls, reference_calls  # noqa: E402
+from mrtpo.tasks.tools.data import LIVE, NON_LIVE, load_bfcl  # noqa: E402
+from mrtpo.tasks.tools.rlla import load_rlla  # noqa: E402
 
 FUNCTIONS = [
     {"name": "get_weather", "description": "weather", "parameters": {"type": "dict", "properties": {
@@ -139,6 +132,14 @@ def test_tool_call_mentioned_in_reasoning_is_not_the_call():
     assert not format_ok(text)  # the extra tag in the reasoning still breaks the format
 
 
+
+@pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, '{"name": "set_alarm", "arguments": "' + "[" * 5000 + "]" * 5000 + '"}'])
+def test_json_nested_too_deeply_is_a_parse_failure(content):
+    """The JSON decoder raises RecursionError past Python's recursion limit; the parser reads that as malformed."""
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_calls("<think>x</think><tool_call>" + content + "</tool_call>")
+
+
 # ---------------------------------------------------------------------------------- z blocks, regions
 
 
@@ -173,7 +174,7 @@ def bfcl():
 
 
 def test_official_checker_is_used_and_stub_removed():
-    from mrtpo.tasks.tools import _ast_checker
+    from mrtpo.tasks.tools.checker import _ast_checker
 
     checker, _ = _ast_checker()
     assert checker.__module__ == "bfcl_eval.eval_checker.ast_eval.ast_checker"
@@ -329,13 +330,7 @@ def _run_everything(task, text):
     assert all(0 <= a <= b <= len(text) for spans in regions.values() for a, b in spans)
 
 
-#: inputs on which a checker still raises (counted as checker errors, scored 0): deeply nested JSON makes the
-#: call parser hit Python's recursion limit. Strict: the mark fails the test once the parser is fixed.
-PARSER_RECURSION = pytest.mark.xfail(strict=True, reason="parse_calls: RecursionError on deeply nested JSON")
-
-
-@pytest.mark.parametrize("text", [pytest.param(t, marks=PARSER_RECURSION) if i in (3, 4, 5) else t
-                                  for i, t in enumerate(TRICKY)], ids=range(len(TRICKY)))
+@pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
 def test_tricky_inputs_never_raise(task, text):
     _run_everything(task, text)
 
