@@ -49,25 +49,39 @@ def replay_hidden(model, prompt_ids: list[list[int]], completion_ids: list[torch
                   batch_size: int) -> torch.Tensor:
     """Final hidden states (N, T, H) that predict each completion token, for prompt ⊕ completion.
 
-    Prompts are left-padded and followed by the (right-padded) completion ids; only the decoder runs, the
-    lm_head is applied later in chunks (``js_relevance``).
+    ``completion_ids``: one 1-D tensor per row, of its own length (T = the longest; a row's positions beyond its
+    length are 0). Rows are packed by length: taken longest first, ``batch_size`` at a time, each batch's prompts
+    left-padded to its own longest prompt and its completions right-padded to its own longest completion, so the
+    decoder runs on little padding. Position t of a row depends only on its own tokens before t (causal attention,
+    padding masked), so the packing changes no value beyond float reordering. Only the decoder runs; the lm_head
+    is applied later in chunks (``js_relevance``).
     """
     device = completion_ids[0].device
-    P = max(len(p) for p in prompt_ids)
-    T = completion_ids[0].shape[0]
-    ids = torch.full((len(prompt_ids), P + T), pad_id, dtype=torch.long, device=device)
-    attn = torch.zeros_like(ids)
-    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
-        ids[i, P - len(p) : P] = torch.tensor(p, device=device)
-        attn[i, P - len(p) : P] = 1
-        ids[i, P:] = c
-        attn[i, P:] = 1
-    hidden = []
-    for start in range(0, len(prompt_ids), batch_size):
-        sl = slice(start, start + batch_size)
-        h = model.get_decoder()(input_ids=ids[sl], attention_mask=attn[sl]).last_hidden_state
-        hidden.append(h[:, P - 1 : P + T - 1])
-    return torch.cat(hidden)
+    T = max(c.shape[0] for c in completion_ids)
+    order = sorted(range(len(prompt_ids)), key=lambda i: -(len(prompt_ids[i]) + completion_ids[i].shape[0]))
+    out = None
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        P = max(len(prompt_ids[i]) for i in rows)
+        Tb = max(completion_ids[i].shape[0] for i in rows)
+        ids = torch.full((len(rows), P + Tb), pad_id, dtype=torch.long, device=device)
+        attn = torch.zeros_like(ids)
+        for r, i in enumerate(rows):
+            p, c = prompt_ids[i], completion_ids[i]
+            ids[r, P - len(p) : P] = torch.tensor(p, device=device)
+            attn[r, P - len(p) : P + c.shape[0]] = 1
+            ids[r, P : P + c.shape[0]] = c
+        h = model.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state[:, P - 1 : P + Tb - 1]
+        if out is None:
+            out = h.new_zeros(len(order), T, h.shape[-1])
+        out[rows, :Tb] = h * attn[:, P:, None].to(h.dtype)
+    return out
+
+
+def valid_lengths(mask: torch.Tensor) -> list[int]:
+    """Per row of a (B, T) completion mask, the number of positions up to its last valid one."""
+    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    return (mask.bool() * positions).amax(1).tolist()
 
 
 def whole_parameters(*params):
@@ -128,21 +142,28 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
     was_training = model.training
     model.eval()
     try:
-        h_ref = replay_hidden(model, prompt_ids_of(ref_prompts), [completion_ids[j] for j in ref_rows], pad_id, batch_size)
+        length = valid_lengths(completion_mask)
+        response = [completion_ids[j, : length[j]] for j in range(B)]  # no trailing padding to replay
+        h_ref = replay_hidden(model, prompt_ids_of(ref_prompts), [response[j] for j in ref_rows], pad_id, batch_size)
         forwards = len(ref_prompts)
+        cmp_ids = prompt_ids_of(cmp_prompts)
+        # longest first, so that each batch of comparison rows has rows of similar length (little padding)
+        by_length = sorted(range(len(cmp_rows)), key=lambda i: -(len(cmp_ids[i]) + length[cmp_rows[i][0]]))
         head = model.get_output_embeddings()
         with whole_parameters(head.weight, head.bias):
             for start in range(0, len(cmp_rows), batch_size):
-                rows = cmp_rows[start : start + batch_size]
-                h_cmp = replay_hidden(model, prompt_ids_of(cmp_prompts[start : start + batch_size]),
-                                      [completion_ids[j] for j, _, _ in rows], pad_id, batch_size)
+                batch = by_length[start : start + batch_size]
+                rows = [cmp_rows[i] for i in batch]
+                h_cmp = replay_hidden(model, [cmp_ids[i] for i in batch], [response[j] for j, _, _ in rows], pad_id,
+                                      batch_size)
                 forwards += len(rows)
+                width = h_cmp.shape[1]
                 js = js_relevance(
-                    h_ref[[r for _, _, r in rows]], h_cmp, completion_mask[[j for j, _, _ in rows]],
+                    h_ref[[r for _, _, r in rows], :width], h_cmp, completion_mask[[j for j, _, _ in rows], :width],
                     lm_head=head.weight, lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
                 )
                 for i, (j, k, _) in enumerate(rows):
-                    q[j, k] = js[i]
+                    q[j, k, :width] = js[i]
         # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
         q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
     finally:
