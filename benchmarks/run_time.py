@@ -46,6 +46,7 @@ def one_run(task: str, version: str, checkout: Path, work: Path, steps: int) -> 
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "mrtpo.cli", "train", "--task", task, "--method", "mrtpo", "--model", "tiny",
            "--seed", "0", "--steps", str(steps)]
+    load_before = os.getloadavg()[1]
     start = time.perf_counter()
     subprocess.run(cmd, cwd=checkout, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
@@ -53,6 +54,8 @@ def one_run(task: str, version: str, checkout: Path, work: Path, steps: int) -> 
     summary = json.loads((folder / "summary.json").read_text())
     return {"task": task, "version": version, "commit": commit_of(checkout), "wall_s": round(wall, 1),
             "train_s": summary.get("train_runtime_s"), "steps": steps, "run_folder": folder.name,
+            # the machine's other work: 5-minute load averages (runnable processes) when the run started and ended
+            "load_start": round(load_before, 2), "load_end": round(os.getloadavg()[1], 2),
             "metrics": str(folder / "metrics.csv")}
 
 
