@@ -1,17 +1,21 @@
 """The replay's packed forwards give what one unpadded forward per row gives (up to float reordering)."""
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from mrtpo.replay import replay_hidden, valid_lengths
 
 
-def test_packed_rows_equal_one_forward_per_row(smoke_policy):
+@pytest.mark.parametrize("shared", [0, 6])
+def test_packed_rows_equal_one_forward_per_row(smoke_policy, shared):
+    """Rows of different lengths, with (6 tokens) and without a common prompt prefix run once for all rows."""
     path, tok = smoke_policy
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     g = torch.Generator().manual_seed(0)
     V = model.config.vocab_size
-    prompts = [torch.randint(3, V, (n,), generator=g).tolist() for n in (5, 17, 9, 2, 12)]
+    prefix = torch.randint(3, V, (shared,), generator=g).tolist()
+    prompts = [prefix + torch.randint(3, V, (n,), generator=g).tolist() for n in (5, 17, 9, 2, 12)]
     completions = [torch.randint(3, V, (n,), generator=g) for n in (7, 1, 11, 4, 9)]
     with torch.no_grad():
         packed = replay_hidden(model, prompts, completions, tok.pad_token_id, batch_size=2)
