@@ -27,11 +27,16 @@ def js_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
     """
     d = logq - logp  # NaN only where both are -inf; those terms are dropped below
 
-    def half_mix(r: torch.Tensor) -> torch.Tensor:  # L(r) = log((1 + e^r) / 2); r - ln 2 once e^-r is negligible
-        return torch.where(r > 20, r - LN2, torch.log1p(torch.expm1(r.clamp(max=20)) / 2))
+    def weighted_half_mix(r: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``w L(r)`` where ``w > 0``, else 0; ``L(r) = log((1 + e^r) / 2)``, ``r - ln 2`` once e^-r is negligible.
+        In place on one new tensor (the JS works on (positions, V) chunks: every temporary counts)."""
+        out = r.clamp(max=20).expm1_().div_(2).log1p_()
+        big = r > 20
+        out[big] = r[big] - LN2
+        return out.mul_(w).masked_fill_(~(w > 0), 0.0)
 
-    p, q = logp.exp(), logq.exp()
-    terms = torch.where(p > 0, p * half_mix(d), torch.zeros_like(p)) + torch.where(q > 0, q * half_mix(-d), torch.zeros_like(q))
+    terms = weighted_half_mix(d, logp.exp())
+    terms += weighted_half_mix(d.neg_(), logq.exp())
     return (-0.5 * terms.sum(-1)).clamp(0.0, LN2)
 
 

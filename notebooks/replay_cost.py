@@ -49,6 +49,10 @@ print("measured on:", "; ".join(bench[["device", "machine"]].drop_duplicates().a
 # %%
 fig = plots.method_bars(split[split.task == split.task.iloc[0]], "variant", "seconds", hue="phase",
                         ylabel="median seconds per step", title=f"step split by phase ({split.task.iloc[0]})")
+import seaborn as sns
+
+sns.move_legend(fig.axes[0], "upper left", bbox_to_anchor=(1, 1))  # beside the bars, not over them
+fig.tight_layout()
 plots.save(fig, "replay_cost_split")
 
 # %% [markdown]
