@@ -82,10 +82,10 @@ def js_relevance(
     ``lm_head`` (V, H) is given — final hidden states (..., T, H), so that full (T, V) logits are never held
     for the whole sequence. Logits are divided by ``temperature`` (the sampling temperature, as TRL does for
     log-probs) and upcast to fp32 before the log-softmax. Work proceeds in chunks of ``js_chunk_positions(V,
-    chunk_tokens)`` positions, so the extra memory is a dozen fp32 (chunk, V) temporaries (~36 MiB each) whatever
-    T, V and the number of rows: ~0.4 GiB at V = 151,936 (``benchmarks/js_memory.py``). The inputs are read a chunk
-    at a time, never copied whole (expanded views stay views); a low-precision ``lm_head`` is upcast a slice of
-    vocabulary rows at a time. Positions where ``mask`` is 0 get 0 and cost nothing.
+    chunk_tokens)`` positions, so the extra memory is about eight fp32 (chunk, V) temporaries (~36 MiB each)
+    whatever T, V and the number of rows: 0.28 GiB at V = 151,936 (``benchmarks/js_memory.py``). The inputs are
+    read a chunk at a time, never copied whole (expanded views stay views); a low-precision ``lm_head`` is upcast a
+    slice of vocabulary rows at a time. Positions where ``mask`` is 0 get 0 and cost nothing.
 
     **Floor.** Two replays of the same distribution in a finite dtype do not give identical logits (padding and
     batch shape change the reduction order), and the JS of such a pair is rounding, not relevance. So
@@ -109,7 +109,7 @@ def js_relevance(
     return out.reshape(lead)
 
 
-#: fp32 elements of one (positions, V) temporary of ``js_relevance`` (36 MiB; it keeps about a dozen at once): just
+#: fp32 elements of one (positions, V) temporary of ``js_relevance`` (36 MiB; it keeps about eight at once): just
 #: above glibc's largest mmap threshold (32 MiB), so that on a CPU each freed temporary goes back to the system;
 #: smaller ones are recycled inside the heap, whose resident set then grows to several times the live temporaries
 CHUNK_ELEMENTS = 9 * 2**20
