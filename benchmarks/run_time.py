@@ -71,8 +71,13 @@ def main() -> None:
     out = Path(args.out)
     done = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=["task", "version"])
     checkouts = {"before": Path(args.before).resolve(), "after": ROOT}
+    from mrtpo.tiny import tiny_path
+
     for version in args.versions:  # every "before" first: the slow runs, which no change of this checkout affects
         for task in args.tasks:
+            if not (tiny_path(task) / "mrtpo_recipe.json").exists():  # a run would build it: not this script's job
+                print(f"{task}: its tiny base is not built ({tiny_path(task).name}); skipped", flush=True)
+                continue
             if ((done["task"] == task) & (done["version"] == version)).any():
                 continue
             row = one_run(task, version, checkouts[version], Path(args.work) / task, args.steps)
