@@ -38,8 +38,15 @@ book-check: $(STAMP)
 reproduce: $(STAMP)
 	$(BIN)/python -m mrtpo.book build --force
 
+# the three files of the replay_cost page: JS memory, step cost against the replay's limit, and the wall time of a
+# whole run before / after the speed-ups (from a checkout of BENCH_BEFORE; run_time.py skips rows already measured:
+# delete results/bench/run_time.csv to measure again; the six runs take about an hour on 2 cores)
+BENCH_BEFORE ?= dfbebb1
 bench: $(STAMP)
+	$(BIN)/python benchmarks/js_memory.py
 	$(BIN)/python benchmarks/step_cost.py
+	test -d _build/bench-before || git worktree add --detach _build/bench-before $(BENCH_BEFORE)
+	$(BIN)/python benchmarks/run_time.py --before _build/bench-before
 
 clean:
 	rm -rf _build book/executed

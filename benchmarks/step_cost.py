@@ -1,11 +1,27 @@
-"""Step cost of MRTPO's replay: median step time of mrtpo, joint and entropy (no replay, entropies read during
-generation) relative to gdpo, and ours vs TRL's gdpo.
+"""Step cost of MRTPO's replay against its limit (issue 13), per task, with the arms interleaved.
 
-One process, one model, the same prompts and seed for every variant; the variants take their steps in
-turn (round robin), so that machine load drifts affect all of them alike. Writes
-``results/bench/step_cost.csv`` (one row per variant) with the machine it ran on.
+Per task (the default tiny base of each task that is built; a missing base is skipped, never built here) and per
+arm (``trl-gdpo``: TRL's own GRPOTrainer with ``normalize_then_sum``; ``gdpo``; ``entropy``; ``joint``; ``mrtpo``),
+one trainer each, with the runner's tiny configuration (prompts x generations, completion length, learning rate,
+temperature) and the same seed; the arms take their steps in turn (round robin), so that load drifts hit them
+alike. Each step is split into
 
-    python benchmarks/step_cost.py [--task sql] [--steps 20] [--model PATH]
+* generation: TRL's sampling and everything of ``_generate_and_score_completions`` that is not below;
+* rewards: the reward functions (``_calculate_rewards``);
+* replay: what MRTPO adds after TRL's scoring (Z blocks, the leave-one-out replay, the advantages);
+* loss: the loss forward and backward (the rest of ``training_step``);
+* other: the optimizer step and what else the step takes.
+
+**Limit.** Replay cannot cost less than one no-grad forward per replayed row over prompt + Z + response. After
+each step of a replaying arm, one no-grad forward over the step's B rows under P_all (``forward_seconds``: packed
+by length as the replay packs them, logits at the valid completion positions) is timed: ``forward_s``. With
+``forwards_per_response`` = replayed rows / B (= K_eff + the share of responses with any replayed reward, at most
+K_eff + 1), ``limit_s = forwards_per_response x forward_s`` and ``replay_to_limit = replay_s / limit_s``
+(median over steps; goal <= 1.2). ``ratio_to_trl_gdpo`` of ``gdpo``: goal <= 1.02.
+
+Writes ``results/bench/step_cost.csv`` (one row per task and arm) with the machine it ran on. One thread.
+
+    python benchmarks/step_cost.py [--tasks sql tool if] [--steps 6]
 """
 
 from __future__ import annotations
@@ -23,97 +39,152 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
+from mrtpo.config import resolve
+from mrtpo.contexts import append_section
 from mrtpo.paths import cache_root
+from mrtpo.replay import replay_hidden, safe_z_blocks
+from mrtpo.runs import train_data
 from mrtpo.tasks import get_task
+from mrtpo.tiny import tiny_path
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("trl-gdpo", "gdpo", "entropy", "joint", "mrtpo")
+PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 
-def make_trainer(variant: str, model_path: str, task, dataset, out: Path, steps: int, args):
+def make_trainer(variant: str, task_name: str, out: Path, steps: int):
+    cfg = resolve(task_name, "gdpo" if variant == "trl-gdpo" else variant, "tiny")
+    task, model = get_task(task_name), str(tiny_path(task_name))
     common = dict(
-        output_dir=str(out / variant), use_cpu=not torch.cuda.is_available(), bf16=False, report_to="none",
-        num_generations=args.generations, per_device_train_batch_size=args.prompts * args.generations,
-        max_completion_length=args.max_completion, learning_rate=3e-4, seed=0, max_steps=steps,
-        gradient_checkpointing=False, disable_tqdm=True, logging_steps=1, save_strategy="no",
+        output_dir=str(out / task_name / variant), use_cpu=not torch.cuda.is_available(), bf16=False, report_to="none",
+        num_generations=cfg.num_generations, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
+        max_completion_length=cfg.max_completion_length, learning_rate=cfg.learning_rate, temperature=cfg.temperature,
+        seed=0, max_steps=steps, gradient_checkpointing=False, disable_tqdm=True, logging_steps=1, save_strategy="no",
     )
     if variant == "trl-gdpo":
-        return GRPOTrainer(model=model_path, reward_funcs=task.reward_funcs(), train_dataset=dataset,
+        return GRPOTrainer(model=model, reward_funcs=task.reward_funcs(), train_dataset=train_data(cfg),
                            args=GRPOConfig(multi_objective_aggregation="normalize_then_sum", **common))
-    return MRTPOTrainer(model=model_path, reward_funcs=task.reward_funcs(), train_dataset=dataset,
+    return MRTPOTrainer(model=model, reward_funcs=task.reward_funcs(), train_dataset=train_data(cfg),
                         z_blocks=task.z_blocks, args=MRTPOConfig(advantage=variant, beta_warmup_steps=0, **common))
+
+
+def timed(trainer, name: str, clock: dict) -> None:
+    """Wrap ``trainer.<name>`` so that its seconds add to ``clock[name]``."""
+    original = getattr(trainer, name)
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            clock[name] = clock.get(name, 0.0) + time.perf_counter() - start
+
+    setattr(trainer, name, wrapper)
+
+
+@torch.no_grad()
+def forward_seconds(trainer) -> float:
+    """One no-grad forward over the step's rows under P_all (prompt + all Z blocks + response), packed as the replay
+    packs its rows (``replay_hidden``: longest first, ``replay_batch_size`` rows a batch), then the lm_head at every
+    valid completion position: the cost of one replayed row per response, without the JS and the bookkeeping."""
+    sc = trainer._scored
+    blocks, _ = safe_z_blocks(trainer.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
+    prompts = trainer._tokenize_prompts([append_section(p, b) for p, b in zip(sc.prompts, blocks)])[0]
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    completions = [torch.tensor(list(c), dtype=torch.long, device=model.device) for c in sc.completion_ids]
+    lengths = torch.tensor([len(c) for c in completions], device=model.device)
+    model.eval()
+    try:
+        start = time.perf_counter()
+        h = replay_hidden(model, prompts, completions, trainer._tokenizer.pad_token_id, trainer.args.replay_batch_size)
+        model.get_output_embeddings()(h[torch.arange(h.shape[1], device=h.device) < lengths[:, None]])
+        return time.perf_counter() - start
+    finally:
+        model.train()
+
+
+def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict]:
+    trainers = {v: make_trainer(v, task_name, work, warmup + steps) for v in VARIANTS}
+    clocks, loops = {v: {} for v in VARIANTS}, {}
+    for v, t in trainers.items():
+        t.create_optimizer_and_scheduler(num_training_steps=warmup + steps)
+        t.current_gradient_accumulation_steps = 1  # set by Trainer.train(); the loss normaliser reads it
+        t.model.train()
+        loops[v] = iter(t.get_train_dataloader())
+        timed(t, "_generate_and_score_completions", clocks[v])
+        timed(t, "_calculate_rewards", clocks[v])
+    log = {v: [] for v in VARIANTS}
+    for step in range(warmup + steps):
+        for v, t in trainers.items():  # round robin: each arm takes one step in turn
+            batch = next(loops[v])
+            clocks[v].clear()
+            start = time.perf_counter()
+            t.training_step(t.model, batch, None)
+            trained = time.perf_counter()
+            t.optimizer.step()
+            t.optimizer.zero_grad()
+            t.state.global_step += 1
+            end = time.perf_counter()
+            score = clocks[v]["_generate_and_score_completions"]
+            rewards = clocks[v]["_calculate_rewards"]
+            replay = getattr(t, "_step_time", {}).get("replay", 0.0)
+            row = {"step_s": end - start, "generation": score - rewards - replay, "rewards": rewards, "replay": replay,
+                   "loss": trained - start - score, "other": end - trained}
+            metrics = t._metrics["train"]
+            if v in ("joint", "mrtpo"):
+                row["forward_s"] = forward_seconds(t)
+                row["forwards_per_response"] = metrics["mrtpo/replay_forwards_per_response"][-1]
+                row["effective_k"] = metrics["mrtpo/effective_k"][-1]
+                row["limit_s"] = row["forwards_per_response"] * row["forward_s"]
+                row["replay_to_limit"] = replay / row["limit_s"] if row["limit_s"] > 0 else float("nan")
+            if step >= warmup:
+                log[v].append(row)
+        print(f"{task_name} step {step}: " + ", ".join(f"{v} {log[v][-1]['step_s'] if log[v] else 0:.2f}s" for v in VARIANTS),
+              flush=True)
+    med = {v: statistics.median(r["step_s"] for r in log[v]) for v in VARIANTS}
+    cfg = resolve(task_name, "mrtpo", "tiny")
+    rows = []
+    for v in VARIANTS:
+        def median(key):
+            values = [r[key] for r in log[v] if key in r and r[key] == r[key]]
+            return statistics.median(values) if values else float("nan")
+
+        rows.append({
+            "task": task_name, "variant": v, "steps_timed": steps, "median_step_s": med[v],
+            **{f"{phase}_s": median(phase) for phase in PHASES},
+            "ratio_to_gdpo": med[v] / med["gdpo"], "ratio_to_trl_gdpo": med[v] / med["trl-gdpo"],
+            "replay_share": median("replay") / med[v],
+            "effective_k": median("effective_k"), "forwards_per_response": median("forwards_per_response"),
+            "forward_s": median("forward_s"), "limit_s": median("limit_s"), "replay_to_limit": median("replay_to_limit"),
+            "num_rewards": len(get_task(task_name).reward_names),
+            "prompts_x_generations": f"{cfg.prompts_per_step}x{cfg.num_generations}",
+            "max_completion": cfg.max_completion_length,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({os.cpu_count()} cores, 1 thread)",
+            "machine": f"{platform.system()} {platform.machine()}, torch {torch.__version__}",
+            "model": tiny_path(task_name).name,
+        })
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="sql")
-    parser.add_argument("--model", default=None, help="policy path (default: the task's tiny base)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per variant (after 2 warm-up steps)")
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--max-completion", type=int, default=96)
+    parser.add_argument("--tasks", nargs="+", default=["sql", "tool", "if"])
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per arm (after one warm-up step)")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "step_cost.csv"))
     args = parser.parse_args()
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
-
-    task = get_task(args.task)
-    if args.model is None:
-        from mrtpo.tiny import tiny_base
-
-        args.model = str(tiny_base(args.task))
-    dataset = task.synthetic(512, seed=0, split="train")
-    work = cache_root() / "bench"
-    warmup = 2
-    trainers = {v: make_trainer(v, args.model, task, dataset, work, warmup + args.steps, args) for v in VARIANTS}
-    loops = {}
-    for v, t in trainers.items():
-        t.create_optimizer_and_scheduler(num_training_steps=warmup + args.steps)
-        t.current_gradient_accumulation_steps = 1  # set by Trainer.train(); the loss normaliser reads it
-        t.model.train()
-        loops[v] = iter(t.get_train_dataloader())
-    times = {v: [] for v in VARIANTS}
-    replay = {v: [] for v in VARIANTS}
-    for step in range(warmup + args.steps):
-        for v, t in trainers.items():  # round robin: each variant takes one step in turn
-            batch = next(loops[v])
-            start = time.perf_counter()
-            t.training_step(t.model, batch, None)
-            t.optimizer.step()
-            t.optimizer.zero_grad()
-            t.state.global_step += 1
-            elapsed = time.perf_counter() - start
-            if step >= warmup:
-                times[v].append(elapsed)
-                replay[v].append(getattr(t, "_step_time", {}).get("replay", 0.0))
-        print(f"step {step}: " + ", ".join(f"{v} {times[v][-1] if times[v] else 0:.2f}s" for v in VARIANTS), flush=True)
-
-    med = {v: statistics.median(times[v]) for v in VARIANTS}
+    torch.set_num_threads(1)
     rows = []
-    for v in VARIANTS:
-        t = trainers[v]
-        metrics = t._metrics["train"]
-        rows.append({
-            "variant": v,
-            "task": args.task,
-            "steps_timed": args.steps,
-            "median_step_s": med[v],
-            "ratio_to_gdpo": med[v] / med["gdpo"],
-            "ratio_to_trl_gdpo": med[v] / med["trl-gdpo"],
-            "replay_share": statistics.median(r / s for r, s in zip(replay[v], times[v])),
-            "replayed_pair_frac": statistics.mean(metrics["mrtpo/frac_replayed"]) if metrics.get("mrtpo/frac_replayed") else 0.0,
-            "effective_k": statistics.mean(metrics["mrtpo/effective_k"]) if metrics.get("mrtpo/effective_k") else 0.0,
-            "num_rewards": len(task.reward_names),
-            "prompts_x_generations": f"{args.prompts}x{args.generations}",
-            "max_completion": args.max_completion,
-            "peak_rss_mb_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({os.cpu_count()} cores)",
-            "machine": f"{platform.system()} {platform.machine()}, torch {torch.__version__}",
-            "model": Path(args.model).name,
-        })
+    for task_name in args.tasks:
+        if not (tiny_path(task_name) / "mrtpo_recipe.json").exists():
+            print(f"{task_name}: its tiny base is not built ({tiny_path(task_name).name}); skipped "
+                  f"(build it with `mrtpo train --task {task_name}` or benchmarks/tiny_models.py)", flush=True)
+            continue
+        rows += bench_task(task_name, args.steps, 1, cache_root() / "bench")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(out, index=False)
-    print(pd.DataFrame(rows)[["variant", "median_step_s", "ratio_to_gdpo", "ratio_to_trl_gdpo", "replay_share", "effective_k"]])
+    df = pd.DataFrame(rows).assign(peak_rss_mb_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    df.to_csv(out, index=False)
+    print(df[["task", "variant", "median_step_s", "ratio_to_gdpo", "ratio_to_trl_gdpo", "replay_s", "replay_to_limit"]])
 
 
 if __name__ == "__main__":

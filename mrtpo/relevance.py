@@ -27,11 +27,16 @@ def js_divergence(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
     """
     d = logq - logp  # NaN only where both are -inf; those terms are dropped below
 
-    def half_mix(r: torch.Tensor) -> torch.Tensor:  # L(r) = log((1 + e^r) / 2); r - ln 2 once e^-r is negligible
-        return torch.where(r > 20, r - LN2, torch.log1p(torch.expm1(r.clamp(max=20)) / 2))
+    def weighted_half_mix(r: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``w L(r)`` where ``w > 0``, else 0; ``L(r) = log((1 + e^r) / 2)``, ``r - ln 2`` once e^-r is negligible.
+        In place on one new tensor (the JS works on (positions, V) chunks: every temporary counts)."""
+        out = r.clamp(max=20).expm1_().div_(2).log1p_()
+        big = r > 20
+        out[big] = r[big] - LN2
+        return out.mul_(w).masked_fill_(~(w > 0), 0.0)
 
-    p, q = logp.exp(), logq.exp()
-    terms = torch.where(p > 0, p * half_mix(d), torch.zeros_like(p)) + torch.where(q > 0, q * half_mix(-d), torch.zeros_like(q))
+    terms = weighted_half_mix(d, logp.exp())
+    terms += weighted_half_mix(d.neg_(), logq.exp())
     return (-0.5 * terms.sum(-1)).clamp(0.0, LN2)
 
 
@@ -76,8 +81,11 @@ def js_relevance(
     all_, minus: logits (..., T, V) of the two replays at the same completion positions, or — when
     ``lm_head`` (V, H) is given — final hidden states (..., T, H), so that full (T, V) logits are never held
     for the whole sequence. Logits are divided by ``temperature`` (the sampling temperature, as TRL does for
-    log-probs) and upcast to fp32 before the log-softmax. Work proceeds in chunks of ``chunk_tokens``
-    positions, so peak extra memory is O(chunk_tokens * V), not O(T * V). Positions where ``mask`` is 0 get 0.
+    log-probs) and upcast to fp32 before the log-softmax. Work proceeds in chunks of ``js_chunk_positions(V,
+    chunk_tokens)`` positions, so the extra memory is about eight fp32 (chunk, V) temporaries (~36 MiB each)
+    whatever T, V and the number of rows: 0.28 GiB at V = 151,936 (``benchmarks/js_memory.py``). The inputs are
+    read a chunk at a time, never copied whole (expanded views stay views); a low-precision ``lm_head`` is upcast a
+    slice of vocabulary rows at a time. Positions where ``mask`` is 0 get 0 and cost nothing.
 
     **Floor.** Two replays of the same distribution in a finite dtype do not give identical logits (padding and
     batch shape change the reduction order), and the JS of such a pair is rounding, not relevance. So
@@ -90,30 +98,61 @@ def js_relevance(
     whose every position is under the floor has qbar = 0 and so ``w = 1`` exactly (``advantages.token_weights``).
     """
     lead = all_.shape[:-1]
-    a = all_.reshape(-1, all_.shape[-1])
-    b = minus.reshape(-1, minus.shape[-1])
     u = max(unit_roundoff(all_.dtype), unit_roundoff(minus.dtype))
-    out = torch.zeros(a.shape[0], dtype=torch.float32, device=a.device)
-    keep = mask.reshape(-1).bool() if mask is not None else torch.ones(a.shape[0], dtype=torch.bool, device=a.device)
+    out = torch.zeros(lead.numel(), dtype=torch.float32, device=all_.device)
+    keep = mask.reshape(-1).bool() if mask is not None else torch.ones(lead.numel(), dtype=torch.bool, device=all_.device)
     rows = keep.nonzero(as_tuple=True)[0]
+    vocab = lm_head.shape[0] if lm_head is not None else all_.shape[-1]
     # fp32 math even when the caller runs under autocast (the replay's forwards do), so the floor's u is the inputs'
-    with torch.autocast(device_type=a.device.type, enabled=False):
-        _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tokens)
+    with torch.autocast(device_type=all_.device.type, enabled=False):
+        _js_chunks(all_, minus, rows, out, u, lm_head, lm_head_bias, temperature, js_chunk_positions(vocab, chunk_tokens))
     return out.reshape(lead)
 
 
-def _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tokens) -> None:
-    """``js_relevance``'s loop over chunks of positions, writing q into ``out``."""
-    if lm_head is not None:
-        w = lm_head.to(torch.float32)
-        row_norm2 = torch.linalg.vector_norm(w, dim=-1).square()  # ||W_v||^2 (V,), no (V, H) temporary
-    for start in range(0, rows.numel(), chunk_tokens):
-        idx = rows[start : start + chunk_tokens]
-        la, lb = a[idx].to(torch.float32), b[idx].to(torch.float32)
+#: fp32 elements of one (positions, V) temporary of ``js_relevance`` (36 MiB; it keeps about eight at once): just
+#: above glibc's largest mmap threshold (32 MiB), so that on a CPU each freed temporary goes back to the system;
+#: smaller ones are recycled inside the heap, whose resident set then grows to several times the live temporaries
+CHUNK_ELEMENTS = 9 * 2**20
+
+
+def js_chunk_positions(vocab: int, chunk_tokens: int = 1024) -> int:
+    """Positions per chunk of ``js_relevance``: ``min(chunk_tokens, CHUNK_ELEMENTS // V)``, at least 1, so that
+    its (positions, V) temporaries stay ~36 MiB each at any vocabulary (62 positions at V = 151,936; a vocabulary
+    of up to 9,216 keeps ``chunk_tokens``)."""
+    return max(1, min(chunk_tokens, CHUNK_ELEMENTS // vocab))
+
+
+def _head_slices(lm_head: torch.Tensor):
+    """The lm_head (V, H) as fp32 slices of vocabulary rows: the head itself when it is fp32 (no copy), else
+    ``CHUNK_ELEMENTS`` elements at a time (an fp32 copy of a 7B's bf16 head would be 2.2 GB). Each row's value
+    is the same either way: a slice's rows are upcast exactly as the whole head's would be."""
+    if lm_head.dtype == torch.float32:
+        yield lm_head
+        return
+    step = max(1, CHUNK_ELEMENTS // lm_head.shape[1])
+    for start in range(0, lm_head.shape[0], step):
+        yield lm_head[start : start + step].to(torch.float32)
+
+
+def _project(hidden: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+    """fp32 logits ``hidden @ W^T`` (positions, V), W upcast a slice of vocabulary rows at a time."""
+    parts = [hidden @ w.T for w in _head_slices(lm_head)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def _js_chunks(all_, minus, rows, out, u, lm_head, lm_head_bias, temperature, chunk) -> None:
+    """``js_relevance``'s loop over chunks of positions (flat indices ``rows`` into the leading dims), writing q
+    into ``out``."""
+    lead = all_.shape[:-1]
+    if lm_head is not None:  # ||W_v||^2 (V,), row by row: no (V, H) temporary
+        row_norm2 = torch.cat([torch.linalg.vector_norm(w, dim=-1) for w in _head_slices(lm_head)]).square()
+    for start in range(0, rows.numel(), chunk):
+        at = torch.unravel_index(rows[start : start + chunk], lead)  # the chunk's positions, as leading indices
+        la, lb = all_[at].to(torch.float32), minus[at].to(torch.float32)
         if lm_head is not None:
             hidden_norm2 = (la * la).sum(-1, keepdim=True) + (lb * lb).sum(-1, keepdim=True)
             logit_var = (u**2 / (3 * la.shape[-1] * temperature**2)) * hidden_norm2 * row_norm2
-            la, lb = la @ w.T, lb @ w.T
+            la, lb = _project(la, lm_head), _project(lb, lm_head)
             if lm_head_bias is not None:
                 la = la + lm_head_bias.to(torch.float32)
                 lb = lb + lm_head_bias.to(torch.float32)
@@ -122,7 +161,7 @@ def _js_chunks(a, b, rows, out, u, lm_head, lm_head_bias, temperature, chunk_tok
         la = torch.log_softmax(la / temperature, dim=-1)
         lb = torch.log_softmax(lb / temperature, dim=-1)
         js = js_divergence(la, lb)
-        out[idx] = torch.where(js > rounding_floor(la, lb, logit_var), (js / LN2).sqrt(), torch.zeros_like(js))
+        out[rows[start : start + chunk]] = torch.where(js > rounding_floor(la, lb, logit_var), (js / LN2).sqrt(), torch.zeros_like(js))
 
 
 def concentration(q: torch.Tensor, mask: torch.Tensor, share: float = 0.8) -> torch.Tensor:

@@ -12,10 +12,12 @@ heat maps), so that a heat map shows exactly the q that training uses:
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from typing import Callable
 
 import torch
+from transformers import DynamicCache
 
 from .contexts import append_section, build_contexts
 from .relevance import js_relevance
@@ -49,25 +51,58 @@ def replay_hidden(model, prompt_ids: list[list[int]], completion_ids: list[torch
                   batch_size: int) -> torch.Tensor:
     """Final hidden states (N, T, H) that predict each completion token, for prompt ⊕ completion.
 
-    Prompts are left-padded and followed by the (right-padded) completion ids; only the decoder runs, the
-    lm_head is applied later in chunks (``js_relevance``).
+    ``completion_ids``: one 1-D tensor per row, of its own length (T = the longest; a row's positions beyond its
+    length are 0). The token prefix that every row's prompt shares (the training prompt P_0 and the section header,
+    when the rows replay one prompt's responses) runs once, and its key/value cache serves every row. The rest of
+    each row (the rest of its prompt, then its completion) is packed by length: longest first, ``batch_size`` rows
+    a batch, right-padded to the batch's longest, so the decoder runs on little padding and positions stay
+    consecutive. Position t of a row depends only on the row's own tokens before t (causal attention), so neither
+    the shared prefix nor the packing changes a value beyond float reordering. Only the decoder runs; the lm_head
+    is applied later in chunks (``js_relevance``).
     """
     device = completion_ids[0].device
-    P = max(len(p) for p in prompt_ids)
-    T = completion_ids[0].shape[0]
-    ids = torch.full((len(prompt_ids), P + T), pad_id, dtype=torch.long, device=device)
-    attn = torch.zeros_like(ids)
-    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
-        ids[i, P - len(p) : P] = torch.tensor(p, device=device)
-        attn[i, P - len(p) : P] = 1
-        ids[i, P:] = c
-        attn[i, P:] = 1
-    hidden = []
-    for start in range(0, len(prompt_ids), batch_size):
-        sl = slice(start, start + batch_size)
-        h = model.get_decoder()(input_ids=ids[sl], attention_mask=attn[sl]).last_hidden_state
-        hidden.append(h[:, P - 1 : P + T - 1])
-    return torch.cat(hidden)
+    T = max(c.shape[0] for c in completion_ids)
+    shared = min(len(p) for p in prompt_ids) - 1  # every row keeps at least one prompt token of its own
+    first = prompt_ids[0]
+    for p in prompt_ids[1:]:
+        shared = next((i for i in range(shared) if p[i] != first[i]), shared)
+    decoder = model.get_decoder()
+    prefix = None
+    if shared > 0 and len(prompt_ids) > 1:
+        prefix = DynamicCache(config=model.config)
+        decoder(input_ids=torch.tensor([first[:shared]], device=device), past_key_values=prefix, use_cache=True)
+    else:
+        shared = 0
+    rest = [p[shared:] for p in prompt_ids]
+    order = sorted(range(len(rest)), key=lambda i: -(len(rest[i]) + completion_ids[i].shape[0]))
+    out = None
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        width = max(len(rest[i]) + completion_ids[i].shape[0] for i in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
+        attn = torch.zeros((len(rows), shared + width), dtype=torch.long, device=device)
+        attn[:, :shared] = 1
+        for r, i in enumerate(rows):
+            n = len(rest[i]) + completion_ids[i].shape[0]
+            ids[r, :n] = torch.cat([torch.tensor(rest[i], dtype=torch.long, device=device), completion_ids[i]])
+            attn[r, shared : shared + n] = 1
+        cache = None
+        if prefix is not None:
+            cache = copy.deepcopy(prefix)
+            cache.batch_repeat_interleave(len(rows))
+        h = decoder(input_ids=ids, attention_mask=attn, past_key_values=cache, use_cache=cache is not None).last_hidden_state
+        if out is None:
+            out = h.new_zeros(len(order), T, h.shape[-1])
+        for r, i in enumerate(rows):  # the state before completion token t sits at (rest of the prompt) - 1 + t
+            n, c = len(rest[i]), completion_ids[i].shape[0]
+            out[i, :c] = h[r, n - 1 : n - 1 + c]
+    return out
+
+
+def valid_lengths(mask: torch.Tensor) -> list[int]:
+    """Per row of a (B, T) completion mask, the number of positions up to its last valid one."""
+    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    return (mask.bool() * positions).amax(1).tolist()
 
 
 def whole_parameters(*params):
@@ -103,14 +138,14 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
     """(q, sequences replayed): q (B, K, T), or (B, 1, T) for the joint replay, from leave-one-out replays.
 
     Per response j: P_all once, plus P_minus[k] for each reward k with ``need[j, k]`` and a Z block (joint:
-    P_none once). ``q_t = sqrt(JS(p_t^all || p_t^cmp) / ln 2)`` at ``temperature``; rows of the whole batch
-    are stacked and run ``batch_size`` at a time. Non-finite logits give q = 0 (uniform weights).
+    P_none once). ``q_t = sqrt(JS(p_t^all || p_t^cmp) / ln 2)`` at ``temperature``. The rows of one training
+    prompt's responses are replayed together (``replay_hidden``: their shared prompt prefix once, the rest packed
+    ``batch_size`` rows at a time). Non-finite logits give q = 0 (uniform weights).
     """
     B, T = completion_ids.shape
     K = need.shape[1]
     q = torch.zeros(B, 1 if joint else K, T, device=completion_ids.device)
-    ref_prompts, ref_rows = [], []  # P_all, one per replayed response
-    cmp_prompts, cmp_rows = [], []  # (response j, profile index k, index of j's P_all row)
+    groups: dict[str, list] = {}  # the rows of one training prompt's responses, which share its prefix
     for j in range(B):
         wanted = [k for k in range(K) if need[j, k] and reward_names[k] in blocks[j]]
         if joint and need[j].any() and blocks[j]:
@@ -118,31 +153,31 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
         if not wanted:
             continue
         ctx = build_contexts(prompts[j], blocks[j])
-        ref_rows.append(j)
-        ref_prompts.append(ctx.all)
-        for k in wanted:
-            cmp_prompts.append(ctx.none if joint else ctx.minus[reward_names[k]])
-            cmp_rows.append((j, k, len(ref_rows) - 1))
-    if not cmp_rows:
+        rows = groups.setdefault(repr(prompts[j]), [])
+        ref = len(rows)
+        rows.append((ctx.all, j, None, None))  # (prompt, response j, profile index k, row of j's P_all)
+        rows += [(ctx.none if joint else ctx.minus[reward_names[k]], j, k, ref) for k in wanted]
+    if not groups:
         return q, 0
     was_training = model.training
     model.eval()
+    forwards = 0
     try:
-        h_ref = replay_hidden(model, prompt_ids_of(ref_prompts), [completion_ids[j] for j in ref_rows], pad_id, batch_size)
-        forwards = len(ref_prompts)
+        length = valid_lengths(completion_mask)
+        response = [completion_ids[j, : length[j]] for j in range(B)]  # no trailing padding to replay
         head = model.get_output_embeddings()
         with whole_parameters(head.weight, head.bias):
-            for start in range(0, len(cmp_rows), batch_size):
-                rows = cmp_rows[start : start + batch_size]
-                h_cmp = replay_hidden(model, prompt_ids_of(cmp_prompts[start : start + batch_size]),
-                                      [completion_ids[j] for j, _, _ in rows], pad_id, batch_size)
+            for rows in groups.values():
+                h = replay_hidden(model, prompt_ids_of([r[0] for r in rows]), [response[j] for _, j, _, _ in rows],
+                                  pad_id, batch_size)
                 forwards += len(rows)
+                cmp = [i for i, r in enumerate(rows) if r[2] is not None]
                 js = js_relevance(
-                    h_ref[[r for _, _, r in rows]], h_cmp, completion_mask[[j for j, _, _ in rows]],
+                    h[[rows[i][3] for i in cmp]], h[cmp], completion_mask[[rows[i][1] for i in cmp], : h.shape[1]],
                     lm_head=head.weight, lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
                 )
-                for i, (j, k, _) in enumerate(rows):
-                    q[j, k] = js[i]
+                for n, i in enumerate(cmp):
+                    q[rows[i][1], rows[i][2], : h.shape[1]] = js[n]
         # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
         q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
     finally:

@@ -106,6 +106,47 @@ def replay_rates(m: pd.DataFrame) -> dict[str, float]:
     return row
 
 
+#: the step phases of ``benchmarks/step_cost.py``, in the order a step runs them
+STEP_PHASES = ("generation", "rewards", "replay", "loss", "other")
+
+
+def step_split(bench: pd.DataFrame) -> pd.DataFrame:
+    """The step-cost benchmark's rows as one row per (task, arm, phase): median seconds of the phase and its share
+    of the arm's median step (``results/bench/step_cost.csv``; the phases' medians need not add up to the step's)."""
+    long = bench.melt(id_vars=["task", "variant", "median_step_s"], value_vars=[f"{p}_s" for p in STEP_PHASES],
+                      var_name="phase", value_name="seconds")
+    long["phase"] = long["phase"].str.removesuffix("_s")
+    return long.assign(share=long["seconds"] / long["median_step_s"])
+
+
+def replay_limits(bench: pd.DataFrame, goal: float = 1.2) -> pd.DataFrame:
+    """Per task and replaying arm: replay time, the limit (forwards per response x one forward over the step's rows
+    under P_all) and their ratio against the goal; plus our GDPO's step over TRL's own (goal 1.02)."""
+    replaying = bench[bench["limit_s"].notna()]
+    out = replaying[["task", "variant", "effective_k", "forwards_per_response", "replay_s", "forward_s", "limit_s",
+                     "replay_to_limit"]].assign(goal=goal, met=lambda d: d["replay_to_limit"] <= goal)
+    return out.reset_index(drop=True)
+
+
+def run_time_table(runs: pd.DataFrame, goal: float = 2.0) -> pd.DataFrame:
+    """``results/bench/run_time.csv`` as one row per task: wall time of the 100-step MRTPO run before and after (in
+    minutes), the speed-up before / after, whether it reaches ``goal`` (halved wall time), whether the run's
+    content hash is unchanged, and the machine's load during each run. Tasks with one version only show NaN."""
+    wide = runs.pivot_table(index="task", columns="version", values=["wall_s", "load_start", "load_end"], aggfunc="first")
+    out = pd.DataFrame(index=wide.index)
+    for version in ("before", "after"):
+        if ("wall_s", version) in wide:
+            out[f"{version}_min"] = wide[("wall_s", version)] / 60
+            out[f"{version}_load"] = (wide[("load_start", version)] + wide[("load_end", version)]) / 2
+        else:
+            out[f"{version}_min"] = out[f"{version}_load"] = float("nan")
+    out["speedup"] = out["before_min"] / out["after_min"]
+    measured = out["speedup"].notna()
+    out["halved"] = (out["speedup"] >= goal).where(measured)
+    out["same_run_hash"] = (runs.groupby("task")["run_folder"].nunique() == 1).where(measured)
+    return out.reset_index()
+
+
 def relevance_text(run: Run, profile: dict | None = None):
     """One profile the run saved, as coloured text (``plots.RelevanceText``); by default the one where the most
     rewards moved the policy (the latest among those). None when the run saved no profiles."""

@@ -176,6 +176,12 @@ def recipe_hash(task_name: str, recipe: Recipe, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
+def tiny_path(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None) -> Path:
+    """Where ``tiny_base`` keeps (or will build) this base; built when ``<path>/mrtpo_recipe.json`` exists."""
+    recipe = recipe or default_recipe(get_task(task_name), size)
+    return cache_root() / "models" / f"{task_name}-{recipe.size}-{seed}-{recipe_hash(task_name, recipe, seed)}"
+
+
 def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None, force: bool = False) -> Path:
     """Path of the tiny base for the task ``task_name`` (a key of ``mrtpo.tasks.TASKS``), built and cached when absent.
 
@@ -184,7 +190,7 @@ def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe 
     """
     task = get_task(task_name)
     recipe = recipe or default_recipe(task, size)
-    path = cache_root() / "models" / f"{task_name}-{recipe.size}-{seed}-{recipe_hash(task_name, recipe, seed)}"
+    path = tiny_path(task_name, size, seed, recipe)
     if force and path.exists():
         shutil.rmtree(path)
     if not (path / "mrtpo_recipe.json").exists():

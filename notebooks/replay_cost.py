@@ -16,10 +16,14 @@
 # %% [markdown]
 # # What the replay costs
 #
-# MRTPO adds one forward of P_all per replayed response and one of P_\k per reward whose group varied; the
-# paper states +10% to +20% step time. Below: the step-cost benchmark (`benchmarks/step_cost.py`, same model,
-# prompts and seed, variants stepping in turn) and, per task, the replay rate of the MRTPO runs — the
-# effective K (PAPER.md §6.5 asks for it per task; the paper pools 12–21% over tasks).
+# MRTPO adds one forward of P_all per replayed response and one of P_\\k per reward whose group varied; the
+# paper states +10% to +20% step time. On a CPU that ratio is not the yardstick (generation is cheap here and every
+# forward is compute-bound): the replay cannot cost less than one no-grad forward per replayed row over
+# prompt + Z + response. Below: the step-cost benchmark (`benchmarks/step_cost.py`: the runner's tiny configuration,
+# every arm stepping in turn) split by phase and set against that limit; the wall time of whole runs before and
+# after the speed-ups (`benchmarks/run_time.py`); the memory of the JS computation at the paper's vocabulary
+# (`benchmarks/js_memory.py`); and, per task, the replay rate of the MRTPO runs — the effective K (PAPER.md §6.5
+# asks for it per task; the paper pools 12–21% over tasks). `make bench` regenerates the three files.
 
 # %% tags=["parameters"]
 model = "tiny"
@@ -34,9 +38,58 @@ import pandas as pd
 from mrtpo import plots, report
 
 bench = pd.read_csv(report.RESULTS / "bench" / "step_cost.csv")
-display(bench[["variant", "task", "median_step_s", "ratio_to_gdpo", "replay_share", "effective_k"]].round(3).set_index("variant"))
-print("measured on:", "; ".join(bench[["device", "machine", "model"]].drop_duplicates().astype(str).agg(", ".join, axis=1)),
-      f"({bench['prompts_x_generations'].iloc[0]} per step, completions up to {bench['max_completion'].iloc[0]} tokens)")
+split = report.step_split(bench)
+display(split.pivot_table(index=["task", "variant"], columns="phase", values="seconds", sort=False)
+        .reindex(columns=list(report.STEP_PHASES)).assign(step=bench.set_index(["task", "variant"])["median_step_s"],
+        ratio_to_gdpo=bench.set_index(["task", "variant"])["ratio_to_gdpo"]).round(3))
+print("measured on:", "; ".join(bench[["device", "machine"]].drop_duplicates().astype(str).agg(", ".join, axis=1)),
+      "| bases:", ", ".join(bench["model"].unique()),
+      f"| {bench['prompts_x_generations'].iloc[0]} per step, {bench['steps_timed'].iloc[0]} timed steps per arm")
+
+# %%
+fig = plots.method_bars(split[split.task == split.task.iloc[0]], "variant", "seconds", hue="phase",
+                        ylabel="median seconds per step", title=f"step split by phase ({split.task.iloc[0]})")
+import seaborn as sns
+
+sns.move_legend(fig.axes[0], "upper left", bbox_to_anchor=(1, 1))  # beside the bars, not over them
+fig.tight_layout()
+plots.save(fig, "replay_cost_split")
+
+# %% [markdown]
+# **The replay against its limit.** `limit_s` = forwards per response (K_eff plus the share of responses with any
+# replayed reward) x one no-grad forward over the step's rows under P_all, packed as the replay packs them; the
+# goal is `replay_to_limit <= 1.2`. Our GDPO's step over TRL's own `GRPOTrainer` with `normalize_then_sum` on the
+# same batches (goal <= 1.02) is the last table.
+
+# %%
+display(report.replay_limits(bench).round(3))
+display(bench[bench.variant == "gdpo"][["task", "median_step_s", "ratio_to_trl_gdpo"]].round(3).set_index("task"))
+
+# %% [markdown]
+# ## Runs per hour
+#
+# Wall time of one whole 100-step MRTPO tiny run (training and the final evaluation) per task, before the
+# speed-ups and after, same configuration and base (`results/bench/run_time.csv`); the goal was to halve it. The
+# machine's other work shares its cores: the load columns are its 5-minute load average during each run.
+
+# %%
+run_time_file = report.RESULTS / "bench" / "run_time.csv"
+if run_time_file.exists():
+    display(report.run_time_table(pd.read_csv(run_time_file)).round(2).set_index("task"))
+else:
+    print("results/bench/run_time.csv is not measured yet (benchmarks/run_time.py)")
+
+# %% [markdown]
+# ## JS memory at the paper's vocabulary
+#
+# Extra peak memory of `js_relevance` over its inputs at V = 151,936, T = 2,048, 8 replayed rows (goal 512 MiB; a
+# naive implementation holds (K T, V) fp32 temporaries, ~9.3 GiB each): torch's allocator peak and the process's
+# resident-set peak, measured in a fresh process per configuration.
+
+# %%
+memory = pd.read_csv(report.RESULTS / "bench" / "js_memory.csv")
+display(memory[["path", "input_dtype", "H", "chunk_positions", "positions_computed", "extra_peak_alloc_mib",
+                "extra_peak_rss_mib", "goal_mib", "seconds"]])
 
 # %%
 rates = []
@@ -50,7 +103,8 @@ with pd.option_context("display.max_colwidth", None):  # the whole text, not cut
     display(rates[shared].round(3).assign(**{"replayed, per reward": per_reward}))
 
 # %%
-fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", ylabel="median step time / GDPO's", title="step cost (benchmark)")
+fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", hue="task", ylabel="median step time / GDPO's",
+                        title="step cost (benchmark)")
 plots.save(fig, "replay_cost_bench")
 
 # %% [markdown]
@@ -68,5 +122,5 @@ display(times.assign(train_min=times["train_s"] / 60).groupby(["task", "method"]
 
 # %% [markdown]
 # **Reading the tables.** The replay's cost scales with the effective K, not with K: rewards whose groups
-# all agree are never replayed. The benchmark's machine and sizes are in its CSV; ratios measured on a
-# 2-core CPU with a 1.97M-parameter policy are not GPU figures.
+# all agree are never replayed. The benchmarks' machine and sizes are in their CSVs; ratios measured on a
+# 2-core CPU with a tiny policy are not GPU figures.

@@ -202,6 +202,29 @@ def test_specificity_and_medians():
     assert math.isnan(none["cross_reward_corr"]) and none["cross_reward_pairs"] == 0 and "entropy_corr" not in none
 
 
+def test_large_vocabulary_chunks_are_capped_and_exact(monkeypatch):
+    """At a large vocabulary the chunk shrinks to ``CHUNK_ELEMENTS / V`` positions (bounded memory); q is the same
+    bit for bit as one chunk on the logits path, an expanded input is never copied whole, and a low-precision head
+    upcast a slice at a time gives the logits of the head upcast whole."""
+    import mrtpo.relevance as rel
+
+    g = torch.Generator().manual_seed(3)
+    V, H = 40, 6
+    a, b = torch.randn(3, 5, V, generator=g) * 3, torch.randn(3, 5, V, generator=g) * 3
+    mask = (torch.rand(3, 5, generator=g) > 0.2).float()
+    whole = js_relevance(a, b, mask)
+    monkeypatch.setattr(rel, "CHUNK_ELEMENTS", 3 * V)  # 3 positions per chunk
+    assert rel.js_chunk_positions(V) == 3 and rel.js_chunk_positions(V, chunk_tokens=2) == 2
+    assert torch.equal(js_relevance(a, b, mask), whole)
+    one = a[:1].expand(3, 5, V)  # three rows sharing one storage: read a chunk at a time, as a view
+    assert torch.equal(js_relevance(one, b, mask), js_relevance(one.contiguous(), b, mask))
+    W, h = torch.randn(V, H, generator=g).to(torch.bfloat16), torch.randn(7, H, generator=g)
+    assert len(list(rel._head_slices(W))) == 2  # CHUNK_ELEMENTS // H = 20 vocabulary rows per slice
+    assert torch.equal(rel._project(h, W), h @ W.to(torch.float32).T)
+    Wf = W.float()
+    assert [w is Wf for w in rel._head_slices(Wf)] == [True]  # an fp32 head is used as it is, never copied
+
+
 def test_autocast_does_not_reach_the_js_math():
     g = torch.Generator().manual_seed(5)
     W, h1, h2 = torch.randn(40, 8, generator=g), torch.randn(2, 3, 8, generator=g), torch.randn(2, 3, 8, generator=g)

@@ -110,7 +110,8 @@ def test_zero_std_rewards_are_not_replayed(smoke_policy, tmp_path):
 
 
 def test_replay_equals_direct_unpadded_forwards(smoke_policy, tmp_path):
-    """The batched, left-padded, hidden-state replay gives the same q as separate full forwards."""
+    """The batched replay (shared prompt prefix run once, rows packed by length, hidden states) gives the q of
+    separate full forwards, up to float reordering."""
     trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1)
     trainer.train()
     inputs, prompts, completions, ids, rewards = trainer._scored
@@ -135,7 +136,7 @@ def test_replay_equals_direct_unpadded_forwards(smoke_policy, tmp_path):
         ref = logits(ctx.all)
         for k, name in enumerate(["parity", "has_a", "constant"]):
             direct = js_relevance(ref, logits(ctx.minus[name]))
-            assert torch.allclose(q[j, k, : len(ids[j])], direct, atol=1e-5)
+            assert torch.allclose(q[j, k, : len(ids[j])], direct, atol=2e-6)  # float reordering only
             assert (q[j, k, len(ids[j]) :] == 0).all()
 
 
