@@ -57,11 +57,10 @@ def test_paired_bootstrap_covers_the_true_difference_about_95_percent_of_the_tim
         p_b = np.clip(0.4 + seed_effect + 0.3 * (difficulty - 0.5), 0, 1)
         p_a = np.clip(p_b + 0.05 + rng.normal(0, 0.03, size=(5, 1)), 0, 1)
         a, b = rng.binomial(4, p_a) / 4, rng.binomial(4, p_b) / 4
-        # the estimand: the expected difference of these seeds' arms on this evaluation distribution
         out = stats.paired_difference(a, b, n_boot=800, seed=t)
-        truth = float(np.mean(p_a - p_b))
-        hits += out["lo"] <= truth <= out["hi"]
-    assert 0.85 <= hits / trials <= 0.99
+        hits += out["lo"] <= 0.05 <= out["hi"]  # the gap over seeds and prompts, not only these seeds'
+    # resampling seeds and prompts counts the evaluation noise twice (it is in each seed's value too): conservative
+    assert hits / trials >= 0.9
 
 
 def test_verdicts():
