@@ -202,24 +202,35 @@ def seeds_for_power(sd_diff: float, delta: float = 0.05, power: float = 0.8, alp
     return n
 
 
-def sd_of_differences(a, b) -> tuple[float, str]:
+def sd_of_differences(a, b, fallback: float | None = None) -> tuple[float, str]:
     """(standard deviation of the paired difference of two arms' per-seed values, how it was measured).
 
     ``a``, ``b``: {seed: value}. From two shared seeds on: the std (ddof 1) of the differences on the shared
-    seeds ("paired"). Otherwise ``sqrt(sd_A² + sd_B²)`` from each arm's own seed spread (ddof 1, an arm with one
-    seed borrows the other's), which assumes the arms' seed effects are uncorrelated ("unpaired": an upper
-    bound when common random numbers make paired arms move together); NaN when no arm has two seeds.
+    seeds ("paired"). Otherwise ``sqrt(sd_A² + sd_B²)`` from each arm's own seed spread (ddof 1; an arm with one
+    seed borrows the other's, or ``fallback`` — e.g. the spread pooled over the other arms of the task — when
+    neither has two), which assumes the arms' seed effects are uncorrelated ("unpaired": an upper bound when
+    common random numbers make paired arms move together); NaN when there is nothing to measure it from.
     """
     shared = sorted(set(a) & set(b))
     if len(shared) >= 2:
         return float(np.std([a[s] - b[s] for s in shared], ddof=1)), "paired"
     sds = [float(np.std(list(x.values()), ddof=1)) for x in (a, b) if len(x) >= 2]
-    if not sds:
-        return math.nan, "unknown (no arm has two seeds)"
-    sd_a = sd_b = sds[0] if len(sds) == 1 else None
     if len(sds) == 2:
-        sd_a, sd_b = sds
-    return math.sqrt(sd_a ** 2 + sd_b ** 2), "unpaired (from each arm's seed spread)"
+        return math.sqrt(sds[0] ** 2 + sds[1] ** 2), "unpaired (each arm's seed spread)"
+    if len(sds) == 1:
+        return math.sqrt(2) * sds[0], "unpaired (one arm's seed spread, for both)"
+    if fallback is not None and fallback == fallback:
+        return math.sqrt(2) * fallback, "unpaired (the task's pooled seed spread, for both)"
+    return math.nan, "unknown (no arm has two seeds)"
+
+
+def pooled_sd(groups) -> float:
+    """Pooled standard deviation of several groups of values (each arm's per-seed values):
+    ``sqrt(sum_g (n_g − 1) var_g / sum_g (n_g − 1))`` over groups with two values or more; NaN without any."""
+    groups = [np.asarray(list(g), dtype=float) for g in groups]
+    groups = [g for g in groups if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in groups)
+    return math.sqrt(sum((len(g) - 1) * g.var(ddof=1) for g in groups) / dof) if dof else math.nan
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -256,3 +267,13 @@ def noise_components(values, eval_ses) -> dict:
     sd_seed = math.sqrt(max(0.0, sd_obs ** 2 - eval_var)) if sd_obs == sd_obs and eval_var == eval_var else math.nan
     return {"seeds": len(x), "sd_observed": sd_obs, "eval_se": math.sqrt(eval_var) if eval_var == eval_var else math.nan,
             "sd_seed": sd_seed, "eval_below_seed": bool(math.sqrt(eval_var) < sd_seed) if sd_seed == sd_seed else None}
+
+
+def bootstrap_interval(statistic, n: int, n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of ``statistic(idx)`` over ``n_boot`` resamples ``idx`` of ``range(n)`` with
+    replacement (for one set of items, e.g. saved profiles; (NaN, NaN) below 2 items)."""
+    if n < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    reps = np.array([statistic(rng.integers(0, n, n)) for _ in range(n_boot)], dtype=float)
+    return _percentile_interval(reps, level)

@@ -96,13 +96,21 @@ def test_power_seeds_needed_and_detectable_difference_agree():
     assert stats.detectable_difference(0.1, 3) > stats.detectable_difference(0.1, 10)
 
 
-def test_sd_of_differences_paired_when_two_seeds_are_shared_otherwise_from_each_arm():
+def test_sd_of_differences_paired_when_two_seeds_are_shared_otherwise_from_the_arms_or_the_task():
     sd, how = stats.sd_of_differences({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.45, 2: 0.5})
     assert how == "paired" and sd == pytest.approx(np.std([0.1, 0.15], ddof=1))
-    sd, how = stats.sd_of_differences({0: 0.5}, {0: 0.406, 1: 0.297, 2: 0.449})
-    assert how.startswith("unpaired") and sd == pytest.approx(2 ** 0.5 * np.std([0.406, 0.297, 0.449], ddof=1))
+    gdpo = {0: 0.406, 1: 0.297, 2: 0.449}
+    sd, how = stats.sd_of_differences({0: 0.5}, gdpo)
+    assert how.startswith("unpaired") and sd == pytest.approx(2 ** 0.5 * np.std(list(gdpo.values()), ddof=1))
+    sd, how = stats.sd_of_differences({0: 0.5, 1: 0.4}, {2: 0.3, 3: 0.6})
+    assert sd == pytest.approx((np.var([0.5, 0.4], ddof=1) + np.var([0.3, 0.6], ddof=1)) ** 0.5)
     sd, how = stats.sd_of_differences({0: 0.5}, {0: 0.4})
     assert math.isnan(sd) and how.startswith("unknown")
+    sd, how = stats.sd_of_differences({0: 0.5}, {0: 0.4}, fallback=0.08)
+    assert sd == pytest.approx(0.08 * 2 ** 0.5) and "pooled" in how
+    assert stats.pooled_sd([[0.406, 0.297, 0.449], [0.5], [0.1, 0.3]]) == pytest.approx(
+        ((2 * np.var([0.406, 0.297, 0.449], ddof=1) + np.var([0.1, 0.3], ddof=1)) / 3) ** 0.5)
+    assert math.isnan(stats.pooled_sd([[0.5], []]))
 
 
 def test_noise_components_split_seed_from_evaluation_noise():
