@@ -30,6 +30,7 @@ tasks = ["sql", "tool", "if"]
 import pandas as pd
 
 from mrtpo import plots, report
+from mrtpo.diagnostics import check_region_ratio
 from mrtpo.tasks import get_task
 
 plan = report.check_model(task, model)
@@ -64,10 +65,12 @@ for t in tasks:
     acc = report.summary(report.evaluations(main), report.answer_metric(t)).set_index("method")["mean"]
     mm = report.metrics(main[1:])
     loc = report.localisation(main[1])
-    rows.append({"task": t, "pairs replayed": mm["mrtpo/frac_replayed"].mean(), "effective K": mm["mrtpo/effective_k"].mean(),
-                 "rewards (K)": len(get_task(t).reward_names),
+    rates = report.replay_rates(mm)
+    rows.append({"task": t, "pairs replayed (of those that exist)": rates["pairs replayed (of those that exist)"],
+                 "effective K": rates["effective K"], "rewards (K)": len(get_task(t).reward_names),
+                 "rewards applying per response": rates["rewards applying per response"],
                  "tokens for 80% of shift": loc["concentration80"].mean() if len(loc) else float("nan"),
-                 "check-region ratio": loc["ratio"].mean() if len(loc) else float("nan"),
+                 "check-region ratio": check_region_ratio(loc),
                  "MRTPO - GDPO": acc["mrtpo"] - acc["gdpo"]})
 display(pd.DataFrame(rows).round(3))
 
