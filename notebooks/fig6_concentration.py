@@ -52,7 +52,7 @@ loc = pd.concat(frames, ignore_index=True)
 groups = loc.groupby(["task", "reward"])
 table = groups.agg(**{"responses": ("step", "count"), "tokens holding 80% of the shift": ("concentration80", "mean")})
 # the paper's definition (PAPER.md §7): the ratio of the mean shares, not the mean of per-response ratios
-table["check-region ratio"] = groups.apply(check_region_ratio)
+table["check-region ratio"] = [check_region_ratio(group) for _, group in groups]  # in the table's (sorted) order
 table = table.assign(**{"shift in <think>": groups["think_shift_share"].mean()}).reset_index()
 f6 = report.paper("fig6_concentration").set_index("task")
 paper_task = {"sql": "text-to-SQL", "tool": "tool calling"}  # the paper's Fig. 6 has no instruction following
