@@ -269,7 +269,8 @@ def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic
     """Arm A against arm B on ``metric``: each arm's mean ± s.e. over its seeds, and A − B over the seeds both
     share with its 95% paired-bootstrap interval (``stats.paired_difference``: over seeds and evaluation prompts
     when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise) and the
-    verdict against the ``claimed`` difference (``stats.verdict``)."""
+    verdict against the ``claimed`` difference (``stats.verdict``; "inconclusive" with one shared seed, whose
+    interval, if any, holds no seed-to-seed noise)."""
     from . import stats
 
     va, vb = seed_values(a, metric, benchmark, decoding), seed_values(b, metric, benchmark, decoding)
@@ -284,8 +285,10 @@ def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic
     else:
         diff = stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]))
     (ma, sa, na), (mb, sb, nb) = stats.mean_se(list(va.values())), stats.mean_se(list(vb.values()))
+    # one shared seed: an interval over prompts holds no seed-to-seed noise, the larger part at the tiny scale
+    judged = stats.verdict(diff["lo"], diff["hi"], claimed) if len(shared) >= 2 else "inconclusive"
     return {"a_mean": ma, "a_se": sa, "a_seeds": sorted(va), "b_mean": mb, "b_se": sb, "b_seeds": sorted(vb),
-            "shared_seeds": shared, **diff, "verdict": stats.verdict(diff["lo"], diff["hi"], claimed)}
+            "shared_seeds": shared, **diff, "verdict": judged}
 
 
 def interval_text(value: float, lo: float, hi: float, digits: int = 3, sign: str = "+") -> str:
@@ -336,8 +339,9 @@ def verdict_table(arms: dict[str, list[Run]], pairs, metric: str, paper_name: st
                   paper_metric: str | None = None, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
     """The page's opening table: per pair (A, B) of ``pairs`` whose arms both have runs, the paper's A − B
     (``paper_claim`` of ``results/paper/<paper_name>.csv``), ours A − B with its 95% interval over the shared seeds,
-    those seeds, what the interval resamples, and the verdict (``stats.verdict``: a gap only when the interval
-    excludes 0; "not reproduced" when it also excludes the paper's size)."""
+    those seeds, what the interval resamples, and the verdict (:func:`compare`: a gap only when the interval
+    excludes 0; "not reproduced" when it holds 0 and excludes the paper's size; "inconclusive" otherwise and with
+    one shared seed)."""
     rows = []
     for a, b in pairs:
         if not arms.get(a) or not arms.get(b):

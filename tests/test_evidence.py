@@ -85,23 +85,29 @@ def test_a_component_metric_is_paired_over_its_components(tmp_path):
 def test_verdict_table_power_and_noise(tmp_path):
     rng = np.random.default_rng(2)
     arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
-            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", 0, values(rng, 0.9))],
-            "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.5))], "opsd": []}
-    table = report.verdict_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "opsd"), ("mrtpo", "joint")], "execution_match",
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.9)) for s in (0, 1)],
+            "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.9))], "opsd": []}
+    table = report.verdict_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "opsd"), ("joint", "gdpo")], "execution_match",
                                  "table5_ablation")
-    assert table["comparison"].tolist() == ["mrtpo − gdpo", "mrtpo − joint"]  # no opsd runs: no row
+    assert table["comparison"].tolist() == ["mrtpo − gdpo", "joint − gdpo"]  # no opsd runs: no row
     row = table.set_index("comparison").loc["mrtpo − gdpo"]
-    assert row["shared seeds"] == "0" and row["interval over"] == "prompts only (one shared seed)"
+    assert row["shared seeds"] == "0, 1" and row["interval over"] == "seeds × prompts"
     assert row["paper"] == "+1.60 points" and row["verdict"] == "reproduced"  # 0.9 against 0.4 on the same prompts
-    assert "mrtpo − gdpo" in report.verdict_sentence(table) and "one shared seed" in report.verdict_sentence(table)
-    power = report.power_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "joint")], "execution_match").set_index("comparison")
-    gdpo = list(report.seed_values(arms["gdpo"], "execution_match").values())
-    assert power.at["mrtpo − gdpo", "sd of the difference"] == pytest.approx(2 ** 0.5 * np.std(gdpo, ddof=1))
-    assert "pooled" in power.at["mrtpo − joint", "measured"]  # neither arm has two seeds: the task's spread
-    assert math.isnan(power.at["mrtpo − gdpo", "detectable now"]) and power.at["mrtpo − gdpo", "seeds for 0.05 at 80% power"] >= 3
+    one = table.set_index("comparison").loc["joint − gdpo"]  # as large, but on one shared seed: no seed noise in it
+    assert one["interval over"] == "prompts only (one shared seed)" and one["lo"] > 0 and one["verdict"] == "inconclusive"
+    sentence = report.verdict_sentence(table)
+    assert "1 of 2 comparisons show a gap" in sentence and "one shared seed (joint − gdpo)" in sentence
+    power = report.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},
+                               [("mrtpo", "gdpo"), ("joint", "solo")], "execution_match").set_index("comparison")
+    v = {m: report.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
+    assert power.at["mrtpo − gdpo", "measured"] == "paired"
+    assert power.at["mrtpo − gdpo", "sd of the difference"] == pytest.approx(np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1)], ddof=1))
+    assert "pooled" in power.at["joint − solo", "measured"]  # neither arm has two seeds: the task's spread
+    assert power.at["joint − solo", "seeds for 0.05 at 80% power"] >= 3
+    assert power.at["joint − solo", "detectable at 3 seeds"] > power.at["joint − solo", "detectable at 5 seeds"]
     noise = report.noise_table(arms, "execution_match").set_index("method")
     assert noise.at["gdpo", "seeds"] == "0, 1, 2" and noise.at["gdpo", "evaluation s.e. from"] == "prompts"
-    assert noise.at["gdpo", "seed std (observed)"] == pytest.approx(np.std(gdpo, ddof=1))
+    assert noise.at["gdpo", "seed std (observed)"] == pytest.approx(np.std(list(v["gdpo"].values()), ddof=1))
 
 
 def test_paper_claims_on_our_scale():
