@@ -435,6 +435,29 @@ def extra_forwards(m: pd.DataFrame) -> pd.Series:
         pd.Series(0.0, index=m["method"].unique())
 
 
+def cost_gain(arms: dict[str, list[Run]], metric: str, paper_name: str | None = None, baseline: str = "gdpo",
+              benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
+    """The ablation's cost beside its gain, one row per method of ``arms`` with runs: the seeds, held-out
+    ``metric`` (mean ± s.e. over seeds), the paper's number (``results/paper/<paper_name>.csv``), the gain over
+    ``baseline`` with its 95% interval (:func:`compare`), the forwards a step adds per sampled response
+    (:func:`extra_forwards`) and the median step time relative to the baseline's."""
+    arms = {m: runs for m, runs in arms.items() if runs}
+    runs = [r for rs in arms.values() for r in rs]
+    table = summary(evaluations(runs), metric, benchmark, decoding)
+    steps_df = metrics(runs)
+    forwards = extra_forwards(steps_df)
+    step_s = steps_df.groupby("method")["step_time"].median()
+    view = beside_paper(table, paper(paper_name) if paper_name else pd.DataFrame(columns=["model", "method", "score"]),
+                        {f"ours: held-out {metric} (± s.e.)": ("mean", "se")})
+    view.insert(1, "seed ids", [seeds_text(sorted(seed_values(arms[m], metric, benchmark, decoding))) for m in table["method"]])
+    gains = {m: compare(arms[m], arms[baseline], metric, benchmark, decoding) for m in table["method"] if m != baseline}
+    view[f"gain over {baseline} (95% interval)"] = [interval_text(gains[m]["diff"], gains[m]["lo"], gains[m]["hi"])
+                                                    if m in gains else "—" for m in table["method"]]
+    view["extra forwards per response"] = [number(forwards.get(m), 2) for m in table["method"]]
+    view[f"step time / {baseline}'s"] = [number(step_s[m] / step_s[baseline], 2) for m in table["method"]]
+    return view
+
+
 # ----------------------------------------------------------------------------------------------------
 # the main tables
 

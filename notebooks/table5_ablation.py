@@ -38,7 +38,6 @@ plan = report.check_model(task, model)
 arms = report.arm_runs(task, methods, model, seeds, steps, force)
 runs = [r for rs in arms.values() for r in rs]
 evals = report.evaluations(runs)
-steps_df = report.metrics(runs)
 metric = report.answer_metric(task)
 # headline: the synthetic test split at temperature 1 (tiny); the first benchmark, greedy (real scale)
 bench, decoding = evals.benchmark.iloc[0], ("temp1" if "temp1" in set(evals.decoding) else "greedy")
@@ -67,18 +66,7 @@ print(report.verdict_sentence(verdicts))
 # times on a shared machine: indicative only).
 
 # %%
-table = report.summary(evals, metric, bench, decoding)
-table["seed ids"] = [report.seeds_text(sorted(report.seed_values(arms[m], metric, bench, decoding))) for m in table["method"]]
-gains = {m: report.compare(arms[m], arms["gdpo"], metric, bench, decoding) for m in table["method"] if m != "gdpo"}
-forwards = report.extra_forwards(steps_df)
-step_s = steps_df.groupby("method")["step_time"].median()
-view = report.beside_paper(table, report.paper("table5_ablation"), {f"ours: held-out {metric} (± s.e.)": ("mean", "se")})
-view.insert(1, "seed ids", table["seed ids"].to_numpy())
-view["gain over GDPO (95% interval)"] = [report.interval_text(gains[m]["diff"], gains[m]["lo"], gains[m]["hi"])
-                                         if m in gains else "—" for m in table["method"]]
-view["extra forwards per response"] = [report.number(forwards.get(m), 2) for m in table["method"]]
-view["step time / GDPO's"] = [report.number(step_s[m] / step_s["gdpo"], 2) for m in table["method"]]
-display(view)
+display(report.cost_gain(arms, metric, "table5_ablation", "gdpo", bench, decoding))
 
 # %%
 fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == bench) & (evals.decoding == decoding)],

@@ -35,6 +35,10 @@ def fake_run(root, method, seed, per_prompt: np.ndarray, components=("execution_
         prompt_rows += [{"benchmark": "synthetic_test", "decoding": "temp1", "prompt": p, "metric": name,
                          "value": per_prompt[p, m]} for p in range(PROMPTS)]
     pd.DataFrame(rows).to_csv(folder / "eval.csv", index=False)
+    steps = pd.DataFrame({"step": [1, 2, 3], "step_time": [2.0, 2.0, 2.0] if method == "gdpo" else [3.0, 3.0, 3.0]})
+    if method == "mrtpo":  # the replay's forwards per response, as the trainer logs them
+        steps["mrtpo/replay_forwards_per_response"] = [2.0, 2.5, 3.0]
+    steps.to_csv(folder / "metrics.csv", index=False)
     pd.DataFrame(prompt_rows).to_csv(folder / "eval_prompts.csv", index=False)
     write_manifest(folder)
     return Run(folder)
@@ -108,6 +112,20 @@ def test_verdict_table_power_and_noise(tmp_path):
     noise = report.noise_table(arms, "execution_match").set_index("method")
     assert noise.at["gdpo", "seeds"] == "0, 1, 2" and noise.at["gdpo", "evaluation s.e. from"] == "prompts"
     assert noise.at["gdpo", "seed std (observed)"] == pytest.approx(np.std(list(v["gdpo"].values()), ddof=1))
+
+
+def test_cost_beside_gain(tmp_path):
+    rng = np.random.default_rng(3)
+    arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4)) for s in (0, 1)],
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.6)) for s in (0, 1)],
+            "entropy": [fake_run(tmp_path / "e", "entropy", 0, values(rng, 0.5))], "joint": []}
+    view = report.cost_gain(arms, "execution_match", "table5_ablation")
+    assert list(view.index) == ["gdpo", "mrtpo", "entropy"]
+    assert view.loc["mrtpo", "extra forwards per response"] == "2.50" and view.loc["entropy", "extra forwards per response"] == "0.00"
+    assert view.loc["mrtpo", "step time / gdpo's"] == "1.50" and view.loc["gdpo", "gain over gdpo (95% interval)"] == "—"
+    c = report.compare(arms["mrtpo"], arms["gdpo"], "execution_match")
+    assert view.loc["mrtpo", "gain over gdpo (95% interval)"] == report.interval_text(c["diff"], c["lo"], c["hi"])
+    assert view.loc["mrtpo", "seed ids"] == "0, 1" and view.loc["mrtpo", "paper: Qwen2.5-Coder-7B (± std)"] == "73.15 ± —"
 
 
 def test_paper_claims_on_our_scale():
