@@ -21,7 +21,6 @@ text-to-SQL. Every arm uses the same seeds, so every comparison is paired.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -19,9 +19,6 @@ from statistics import NormalDist
 
 import numpy as np
 
-#: the verdicts, in the order a table sorts them
-VERDICTS = ("reproduced", "contradicted", "not reproduced", "inconclusive")
-
 
 def mean_se(values) -> tuple[float, float, int]:
     """(mean, standard error, n) of per-seed values: ``se = std(ddof=1) / sqrt(n)``; se is NaN below 2 values
