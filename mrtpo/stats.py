@@ -79,7 +79,7 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     prompt bootstrap measures evaluation noise alone and a seed-only bootstrap has no interval (NaN).
 
     Returns ``{"diff", "lo", "hi", "seeds", "prompts", "resampled"}``; ``resampled`` names what the interval
-    covers: "seeds × prompts", "prompts only (one shared seed)", "seeds only", or "none (one shared seed)".
+    covers: "seeds × prompts", "prompts only: one shared seed", "seeds only", or "none: one shared seed".
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape:
@@ -93,7 +93,7 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
         d = a - b
         out = {"diff": float(d.mean()), "seeds": S, "prompts": 0}
         if S < 2:
-            return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none (one shared seed)"}
+            return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none: one shared seed"}
         lo, hi = _percentile_interval(seed_counts @ d / S, level)
         return {**out, "lo": lo, "hi": hi, "resampled": "seeds only"}
     P = a.shape[1]
@@ -103,7 +103,7 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     reps = np.nansum(seed_counts * d_boot, axis=1) / S
     lo, hi = _percentile_interval(reps, level)
     return {"diff": float(np.mean(d_full)), "lo": lo, "hi": hi, "seeds": S, "prompts": P,
-            "resampled": "seeds × prompts" if S > 1 else "prompts only (one shared seed)"}
+            "resampled": "seeds × prompts" if S > 1 else "prompts only: one shared seed"}
 
 
 def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.0) -> str:

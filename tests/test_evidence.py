@@ -98,7 +98,7 @@ def test_verdict_table_power_and_noise(tmp_path):
     assert row["shared seeds"] == "0, 1" and row["interval over"] == "seeds × prompts"
     assert row["paper"] == "+1.60 points" and row["verdict"] == "reproduced"  # 0.9 against 0.4 on the same prompts
     one = table.set_index("comparison").loc["joint − gdpo"]  # as large, but on one shared seed: no seed noise in it
-    assert one["interval over"] == "prompts only (one shared seed)" and one["lo"] > 0 and one["verdict"] == "inconclusive"
+    assert one["interval over"] == "prompts only: one shared seed" and one["lo"] > 0 and one["verdict"] == "inconclusive"
     sentence = report.verdict_sentence(table)
     assert "1 of 2 comparisons show a gap" in sentence and "one shared seed (joint − gdpo)" in sentence
     power = report.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},

@@ -37,12 +37,12 @@ def test_paired_difference_of_an_arm_with_itself_and_with_a_constant_shift():
 
 def test_paired_difference_without_prompts_or_with_one_seed_says_what_its_interval_covers():
     one = stats.paired_difference(np.array([0.5]), np.array([0.4]))
-    assert one["diff"] == pytest.approx(0.1) and math.isnan(one["lo"]) and one["resampled"] == "none (one shared seed)"
+    assert one["diff"] == pytest.approx(0.1) and math.isnan(one["lo"]) and one["resampled"] == "none: one shared seed"
     seeds = stats.paired_difference(np.array([0.5, 0.45, 0.6]), np.array([0.4, 0.5, 0.5]))
     assert seeds["resampled"] == "seeds only" and seeds["lo"] < seeds["diff"] < seeds["hi"]
     assert -0.05 <= seeds["lo"] and seeds["hi"] <= 0.1  # bounded by the smallest and largest per-seed difference
     prompts = stats.paired_difference(np.array([[1, 0, 1, 1]]), np.array([[0, 0, 1, 0]]))
-    assert prompts["resampled"] == "prompts only (one shared seed)" and prompts["diff"] == pytest.approx(0.5)
+    assert prompts["resampled"] == "prompts only: one shared seed" and prompts["diff"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="same seeds and prompts"):
         stats.paired_difference(np.zeros((2, 4)), np.zeros((3, 4)))
 
