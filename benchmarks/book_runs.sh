@@ -1,34 +1,38 @@
 #!/usr/bin/env bash
-# The tiny-scale runs the book shows, in priority order, one at a time (2 cores: never two trainings at once).
-# Each finished run folder is reused by the notebooks (same config hash); commit results/runs/ as they land.
+# The book's evidence grid (issue 19) at the tiny default, in priority order, one run at a time (2 cores: never
+# two trainings at once). The plan and its order live in benchmarks/book_runs.py.
+#
+#   benchmarks/book_runs.sh --dry-run        # list every run (done or missing) and the estimated compute
+#   benchmarks/book_runs.sh [--seeds N]      # train the missing runs (default 3 seeds per arm, 5 for instruction following)
+#
+# Restartable: a finished run folder (same config hash) is reused, and a run killed mid-way resumes from its last
+# checkpoint when asked again, so stop it at any time and start it again. Commit results/runs/ as runs land.
 set -u
 cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
 MRTPO="${MRTPO:-.venv/bin/mrtpo}"
-runs=(
-  "--task sql --method gdpo"
-  "--task sql --method mrtpo"
-  "--task sql --method grpo"
-  "--task sql --method joint"
-  "--task sql --method shuffled"
-  "--task sql --method mrtpo+saw"
-  "--task sql --method mrtpo --mrtpo-beta 0.25"
-  "--task sql --method mrtpo --mrtpo-beta 0.75"
-  "--task sql --method opsd"
-  "--task sql --method gdpo+saw"
-  "--task sql --method gdpo+constlen"
-  "--task sql --method mrtpo+constlen"
-  "--task sql --method mrtpo --rewards sub"
-  "--task sql --method gdpo --rewards sub"
-  "--task tool --method gdpo"
-  "--task tool --method mrtpo"
-  "--task tool --method grpo"
-  "--task if --method gdpo"
-  "--task if --method mrtpo"
-  "--task if --method grpo"
-)
-for r in "${runs[@]}"; do
-  echo "[book_runs] $(date +%T) $r"
-  $MRTPO train $r --model tiny || echo "[book_runs] FAILED: $r"
+seeds=3
+dry=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1 ;;
+    --seeds) seeds="$2"; shift ;;
+    *) echo "usage: $0 [--dry-run] [--seeds N]" >&2; exit 2 ;;
+  esac
+  shift
 done
-# issue 5's learning criterion: two more GDPO seeds on sql and the untrained base's evaluation
-.venv/bin/python benchmarks/tiny_models.py --tasks sql --learning
+if [ "$dry" = 1 ]; then
+  exec "$PY" benchmarks/book_runs.py --dry-run --seeds "$seeds"
+fi
+missing=$("$PY" benchmarks/book_runs.py --missing --seeds "$seeds") || exit 1
+total=$(printf '%s\n' "$missing" | grep -c . || true)
+echo "[book_runs] $total runs to train"
+i=0
+while IFS= read -r r; do
+  [ -z "$r" ] && continue
+  i=$((i + 1))
+  echo "[book_runs] $(date +%T) ($i/$total) mrtpo train $r"
+  # word splitting of $r is intended: it holds the run's arguments
+  # shellcheck disable=SC2086
+  $MRTPO train $r || echo "[book_runs] FAILED: $r"
+done <<< "$missing"

@@ -8,7 +8,8 @@
 * ``concentration``: fraction of tokens holding ``share`` (0.8) of the total shift (uniform q: 0.8).
 * ``sample``: completions from a policy at a temperature (what RL samples), token ids and text.
 * ``profile_example``: one sampled response's q per reward with the trainer's replay (``mrtpo.replay``).
-* ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward).
+* ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward);
+  ``check_region_ratio``: the check-region ratio of a set of those rows (PAPER.md §7).
 * ``record_entropies``: the sampling distribution's entropy at every generated position, read from the logits
   generation computes anyway (the trainer's entropy arm and ``mrtpo diagnose`` use it).
 """
@@ -26,7 +27,7 @@ from .replay import replay_hidden
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
-           "prompt_ids", "localisation", "profile_example", "profile_tokens", "record_entropies"]
+           "prompt_ids", "localisation", "check_region_ratio", "profile_example", "profile_tokens", "record_entropies"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -83,7 +84,8 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
 
     Columns: ``step``, ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value`` (1 satisfied / 0 violated for binary verifiers), ``shift_share`` (share of
     ``sum q`` inside the region the verifier reads), ``token_share`` (that region's share of tokens),
-    ``ratio`` (shift_share / token_share, PAPER.md Table 4), ``inside_outside`` (mean q inside / mean q
+    ``ratio`` (shift_share / token_share of this one response; the ratio of a *set* of responses is
+    :func:`check_region_ratio`, never the mean of this column), ``inside_outside`` (mean q inside / mean q
     outside), ``concentration80``, ``think_shift_share`` (share of the shift inside ``<think>``),
     ``cross_reward_corr`` (median correlation over tokens of this q with the other rewards' q on the same
     response) and ``entropy_corr`` (correlation of q with the sampling entropy, for profiles that saved it); the
@@ -120,6 +122,15 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     columns = ["step", "reward", "label", "reward_value", "shift_share", "token_share", "ratio", "inside_outside",
                "concentration80", "think_shift_share", "cross_reward_corr", "entropy_corr"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def check_region_ratio(loc) -> float:
+    """Check-region ratio of a set of :func:`localisation` rows (PAPER.md §7, the paper's Table 4):
+    ``mean(shift_share) / mean(token_share)``, the share of the shift inside the verifier's region over the
+    region's share of tokens, each averaged over the responses. A ratio of mean shares, not the mean of the
+    per-response ratios (which small regions inflate). 1 = no better than uniform; NaN for no rows."""
+    tokens = float(loc["token_share"].mean()) if len(loc) else math.nan
+    return float(loc["shift_share"].mean()) / tokens if tokens > 0 else math.nan
 
 
 def profile_tokens(profile: dict, task, tokenizer) -> dict:

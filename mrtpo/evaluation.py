@@ -2,8 +2,8 @@
 
 ``benchmarks(cfg)`` asks the task for its held-out sets (``Task.benchmarks``: the synthetic test split and
 the hidden-value split at the tiny scale; Spider / IFEval / BFCL at the real scale); ``evaluate(cfg, path)``
-samples from the policy at temperature 1 (``eval_samples`` per prompt) and greedily, and scores;
-``eval_rows`` flattens the result into tidy rows.
+samples from the policy at temperature 1 (``eval_samples`` per prompt) and greedily, and scores, over all prompts
+and (``per_prompt=``) each prompt on its own; ``eval_rows`` flattens the result into tidy rows.
 """
 
 from __future__ import annotations
@@ -27,9 +27,13 @@ def benchmarks(cfg: RunConfig) -> dict[str, Benchmark]:
     return {name: b._replace(data=b.data.select(range(min(limit, len(b.data))))) for name, b in out.items()}
 
 
-def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16) -> dict:
+def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16, per_prompt: list | None = None) -> dict:
     """{benchmark: {decoding: {metric: value}, "n_prompts": n}}: temperature 1 (``eval_samples`` per prompt)
-    and greedy at the tiny scale, greedy only at the real scale."""
+    and greedy at the tiny scale, greedy only at the real scale.
+
+    ``per_prompt``: a list that receives one row ``{"benchmark", "decoding", "prompt", "metric", "value"}`` per
+    prompt and metric, the benchmark's scorer applied to that prompt's samples alone (NaN where a metric does not
+    apply to the prompt), so that intervals can resample prompts (``mrtpo.stats.paired_difference``)."""
     import torch
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -55,6 +59,11 @@ def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16) -> dict:
                                  max_new_tokens=cfg.max_completion_length, seed=cfg.eval_seed + start)
                 texts += [text for group in samples for _, text in group]
             results[bench][decoding] = scorer(task, [r for r in rows for _ in range(n)], texts)
+            if per_prompt is not None:
+                for i, row in enumerate(rows):
+                    scores = scorer(task, [row] * n, texts[i * n : (i + 1) * n])
+                    per_prompt += [{"benchmark": bench, "decoding": decoding, "prompt": i, "metric": metric,
+                                    "value": value} for metric, value in scores.items()]
     return results
 
 

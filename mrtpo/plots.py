@@ -174,25 +174,37 @@ def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel
     return fig
 
 
-def verdict_chart(verdicts: pd.DataFrame, clip: float = 8.0):
-    """Each claim's measured effect in standard errors (``z`` of ``report.verdicts``), with the ±2 band inside
-    which a claim is neither reproduced nor contradicted; bars past ``clip`` are cut there and labelled."""
-    colours = {"reproduced": "#2e7d32", "contradicted": "#c62828"}
+def verdict_chart(verdicts: pd.DataFrame, clip: float = 6.0):
+    """Each claim's measured value with its 95% interval (``est``, ``lo``, ``hi`` of ``report.verdicts``) in units
+    of the paper's claimed effect: 0 is no effect (``null``), 1 the paper's value (``claimed``). Claims without a
+    claimed size (not tested by the paper) are scaled by the interval's own half-width; values past ``clip`` are
+    cut there and labelled."""
+    colours = {"reproduced": "#2e7d32", "contradicted": "#c62828", "not reproduced": "#ef6c00"}
     from textwrap import fill
 
-    fig, ax = plt.subplots(figsize=(8, 0.75 * len(verdicts) + 1.2))
-    z = verdicts["z"].fillna(0.0).clip(-clip, clip)
-    labels = [f"{s}: {fill(c, 34)}" for c, s in zip(verdicts["claim"], verdicts["source"])]
-    ax.barh(labels, z, color=[colours.get(v, "#9e9e9e") for v in verdicts["verdict"]])
-    ax.axvspan(-2, 2, color="#eeeeee", zorder=0)
-    for y, (shown, real) in enumerate(zip(z, verdicts["z"])):
-        ax.text(shown + (0.15 if shown >= 0 else -0.15), y, "no runs" if real != real else f"{real:+.2f}",
-                va="center", ha="left" if shown >= 0 else "right", fontsize=9)
-    ax.set_xlim(-clip - 1.5, clip + 1.5)
-    ax.invert_yaxis()
-    ax.tick_params(axis="y", labelsize=9)
-    ax.set_xlabel("ours, in standard errors of the claimed effect\n(grey band: within ±2, not reproduced)")
-    ax.set_title("the paper's claims at the tiny scale\n(green: reproduced, red: contradicted)", fontsize=11)
+    fig, ax = plt.subplots(figsize=(8, 0.75 * len(verdicts) + 1.4))
+    for y, row in enumerate(verdicts.itertuples()):
+        unit = (row.claimed - row.null) if row.claimed is not None and row.claimed == row.claimed else (
+            (row.hi - row.lo) / 2 if row.hi == row.hi and row.hi > row.lo else 1.0)
+        est, lo, hi = ((v - row.null) / unit for v in (row.est, row.lo, row.hi))
+        colour = colours.get(row.verdict, "#9e9e9e")
+        if lo == lo:
+            ax.plot([max(-clip, min(lo, clip)), max(-clip, min(hi, clip))], [y, y], color=colour, lw=3, solid_capstyle="butt")
+        if est == est:
+            shown = max(-clip, min(est, clip))
+            ax.plot([shown], [y], "o", color=colour)
+            ax.text(shown, y - 0.28, f"{row.est:.3g}" + (" (cut)" if shown != est else ""), ha="center", fontsize=8)
+        else:
+            ax.text(0, y, "no runs", va="center", ha="center", fontsize=9)
+    ax.axvline(0, color="#555555", lw=1)
+    ax.axvline(1, color="#555555", lw=1, ls="--")
+    ax.set_yticks(range(len(verdicts)),
+                  [f"{s}: {fill(c, 34)}" for c, s in zip(verdicts["claim"], verdicts["source"])], fontsize=9)
+    ax.set_xlim(-clip - 0.5, clip + 0.5)
+    ax.set_ylim(len(verdicts) - 0.5, -0.7)
+    ax.set_xlabel("ours in units of the paper's claimed effect\n(0: no effect; dashed, 1: the paper's)")
+    ax.set_title("the paper's claims at the tiny scale, with 95% intervals\ngreen: reproduced, red: contradicted,\n"
+                 "orange: not reproduced, grey: inconclusive", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -5,6 +5,8 @@ A run folder (``mrtpo.runs``) holds::
     config.json     resolved config, content hash, package and data versions
     metrics.csv     one row per step: every field the trainer logs (TRL's, mrtpo/*, time/*)
     eval.json       held-out evaluation, nested; eval.csv the same, one row per benchmark x decoding x metric
+    eval_prompts.csv  the same per held-out prompt: benchmark, decoding, prompt (index), metric, value (mean over
+                    that prompt's samples); absent in folders written before it was added
     profiles.jsonl  sampled per-token q profiles (token-level methods)
     summary.json    weights hash, train runtime, whether the run was resumed
     tokenizer/      the run's tokenizer (token-level figures need no base model)
@@ -50,6 +52,14 @@ class Run:
         import pandas as pd
 
         return pd.read_csv(self.path / "metrics.csv")
+
+    @property
+    def eval_prompts(self):
+        """Per-prompt evaluation (``eval_prompts.csv``) as a DataFrame, or None for a folder written without it."""
+        import pandas as pd
+
+        path = self.path / "eval_prompts.csv"
+        return pd.read_csv(path) if path.exists() else None
 
     def profiles(self) -> list[dict]:
         path = self.path / "profiles.jsonl"

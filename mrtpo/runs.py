@@ -329,9 +329,11 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
         recipe = base_path(cfg) / "mrtpo_recipe.json"  # the tiny base's warm-up mix travels with the run
         if recipe.exists():
             shutil.copy(recipe, tmp / "base_recipe.json")
-        results = evaluate(cfg, work / "final")
+        per_prompt: list[dict] = []
+        results = evaluate(cfg, work / "final", per_prompt=per_prompt)
         (tmp / "eval.json").write_text(json.dumps(results, indent=2))
         pd.DataFrame(eval_rows(cfg, folder.name, results)).to_csv(tmp / "eval.csv", index=False)
+        pd.DataFrame(per_prompt).to_csv(tmp / "eval_prompts.csv", index=False)
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
         write_manifest(tmp)
         if folder.exists():  # force: replace the old folder only once the new one is complete

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -29,13 +31,14 @@ model = "tiny"  # whose runs the verdicts read: the book's scale; nothing is tra
 # ## What was reproduced
 #
 # Each of the paper's headline claims, measured on this repository's finished runs at the tiny scale (a
-# ~2M-parameter policy on synthetic tasks, not the paper's 1.5B–7B models on real benchmarks). A claim is
-# *reproduced* when ours lies at least two standard errors in the claimed direction, *contradicted* when it
-# lies two or more against it, and *not reproduced* in between. Each method counts every seed it has a
-# finished run of (the table pages show the seeds their parameters name, so their means can differ); its
-# standard error is the spread over seeds, or with one seed the evaluation's binomial s.e. (a lower bound).
-# Computed on this page from the run folders and `results/paper/`; each row links to the page with the full
-# table.
+# ~2M-parameter policy on synthetic tasks, not the paper's 1.5B–7B models on real benchmarks), with a 95%
+# interval: for a difference between methods, a paired bootstrap over the seeds both methods share (and over
+# the evaluation prompts where the run folders hold per-prompt results); for localisation, a bootstrap over the
+# saved profiles. A claim is *reproduced* when the whole interval lies on the claimed side of no effect,
+# *contradicted* when it lies on the other side, *not reproduced* when it holds no effect but excludes the
+# paper's size, and *inconclusive* otherwise — including every difference resting on one shared seed, which has
+# no interval. Computed on this page from the run folders and `results/paper/`; each row links to the page with
+# the full table, its seeds and its power.
 
 # %% tags=["remove-input"]
 from IPython.display import HTML

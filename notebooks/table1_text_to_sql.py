@@ -14,47 +14,69 @@
 # ---
 
 # %% [markdown]
-# # Table 1: text-to-SQL — GRPO vs GDPO vs MRTPO
+# # Table 1: text-to-SQL — GRPO vs GDPO vs MRTPO (and OPSD, entropy weighting)
 #
 # Three binary rewards (format, executable, execution match). The paper trains Qwen2.5-Coder-3B/7B on Spider
 # for 100 steps and reports the six-benchmark average execution accuracy (mean ± std over 3 seeds).
 # Here the default is the embedded tiny policy on synthetic text-to-SQL; `-p model 7b` runs the paper's
-# configuration where the weights are available.
+# configuration where the weights are available. Beside the paper's arms: OPSD (its Table 1 baseline) and the
+# entropy-weighted control (MRTPO's weights from the policy's token entropy, no replay: is relevance more than
+# uncertainty?).
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 3b, 7b; "smoke" is the test suite's size
-seeds = [0]  # RL seeds (the paper: 3)
+seeds = [0]  # RL seeds trained when missing (the paper: 3); every other finished seed of the same settings is shown too
 steps = None  # None: the registry's steps for this model (the paper: 100)
 force = False  # retrain instead of reusing cached run folders
 task = "sql"
+methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 
 # %%
 from mrtpo import report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig = report.main_table(task, model, seeds, steps, force)
+table, evals, fig, arms = report.main_table(task, model, seeds, steps, force, methods)
 paper = report.paper("table1_text_to_sql")
+metric = report.answer_metric(task)
+pairs = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"), ("mrtpo", "opsd"), ("mrtpo", "entropy")]
+verdicts = report.verdict_table(arms, pairs, metric, "table1_text_to_sql", "six-benchmark avg execution accuracy")
 
 # %% [markdown]
+# ## Verdicts
+#
+# Each difference over the seeds both arms share, with a 95% paired-bootstrap interval (over seeds and
+# evaluation prompts where the run folders hold per-prompt results, over seeds only otherwise); a gap is a gap
+# only when its interval excludes 0. The paper's gaps are in points on real benchmarks, ours on a 0–1 scale.
+
+# %%
+display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
+print(report.verdict_sentence(verdicts))
+
+# %% [markdown]
+# ## The table
+#
 # Held-out accuracy (the answer-judging reward, mean over prompts, sampled at temperature 1), mean ± standard
-# error over seeds ("—" with one seed), beside the paper's six-benchmark average (± its std over seeds; a
-# different scale and benchmark: compare the order of the rows, not the digits).
+# error over the seeds listed ("—" with one seed), beside the paper's six-benchmark average (± its std over
+# seeds; a different scale and benchmark: compare the order of the rows, not the digits).
 
 # %%
 display(report.main_view(table, paper[paper.metric == "six-benchmark avg execution accuracy"]))
 
+# %% [markdown]
+# ## Noise and power
+#
+# Seed-to-seed spread against the evaluation's own noise, per arm; then, per comparison, the difference the
+# seeds present can detect (paired t-test, 80% power) and the seeds a difference of 0.05 needs.
+
 # %%
-ours = table.set_index("method")["temp1_mean"]
-theirs = paper[paper.model == "Qwen2.5-Coder-7B"].set_index("method")["score"]
-print(report.gap(table), f"; paper 7B: {theirs['MRTPO'] - theirs['GDPO']:+.2f} points")
-print(f"GDPO - GRPO here: {ours['gdpo'] - ours['grpo']:+.3f}; paper 7B: {theirs['GDPO'] - theirs['GRPO']:+.2f} points")
+display(report.noise_table(arms, metric).round(3).set_index("method"))
+power = report.power_table(arms, pairs, metric)
+display(power.round(3).set_index("comparison"))
+print(report.power_sentence(power))
 
 # %% [markdown]
-# **Reading the table.** The ordering of the methods is what can be compared with the paper; the size of
-# the gap cannot, because the tiny policy and its synthetic benchmark are far from a 7B coder on Spider.
-# `evaluation s.e.` is the evaluation's own sampling noise (binomial, a lower bound); with one seed, a gap
-# smaller than about two of those, or than the seed spread the paper itself reports, is not evidence either
-# way.
-#
-# The printed line gives MRTPO − GDPO in evaluation standard errors; the open-questions page sets each task's
-# gap beside the localisation measured on the same runs. Nothing here was tuned toward the paper's numbers.
+# **Reading the page.** The verdicts come from the intervals, not from the means: a mean difference whose
+# interval holds 0 is no evidence either way, whatever its sign. Where only one seed is shared, there is no
+# seed-to-seed interval at all (the run folders committed before per-prompt results were stored give no
+# prompt-level one either), and the power table says how many seeds the book would need. Nothing here was
+# tuned toward the paper's numbers.

@@ -17,41 +17,56 @@
 # # Table 5: ablation — where does the gain come from, and what does it cost?
 #
 # GDPO, MRTPO (per-reward leave-one-out replay, K_x extra forwards), joint replay (one profile from P_all vs
-# P_0, one extra forward), shuffled positions (MRTPO's weight values at random positions) and MRTPO + SAW.
-# PAPER.md §6.3: of the paper's 1.60-point gain, 1.01 already comes from joint replay; so the table shows
-# cost beside gain.
+# P_0, one extra forward), shuffled positions (MRTPO's weight values at random positions), the entropy-weighted
+# control (MRTPO's weights from the sampling policy's token entropy, shared by all rewards: no replay at all),
+# SAW alone (GDPO + SAW) and MRTPO + SAW. PAPER.md §6.3: of the paper's 1.60-point gain, 1.01 already comes from joint replay; so the
+# table shows each arm's cost beside its gain, and the entropy arm asks whether relevance is more than
+# uncertainty.
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 7b (the paper's ablation model); "smoke" for tests
-seeds = [0]
+seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
 task = "sql"
+methods = ["gdpo", "mrtpo", "joint", "shuffled", "entropy", "gdpo+saw", "mrtpo+saw"]
 
 # %%
 from mrtpo import plots, report
 
 plan = report.check_model(task, model)
-methods = ["gdpo", "mrtpo", "joint", "shuffled", "mrtpo+saw"]
-runs = report.grid(task, methods, model, seeds, steps, force)
+arms = report.arm_runs(task, methods, model, seeds, steps, force)
+runs = [r for rs in arms.values() for r in rs]
 evals = report.evaluations(runs)
-steps_df = report.metrics(runs)
 metric = report.answer_metric(task)
 # headline: the synthetic test split at temperature 1 (tiny); the first benchmark, greedy (real scale)
 bench, decoding = evals.benchmark.iloc[0], ("temp1" if "temp1" in set(evals.decoding) else "greedy")
+pairs = [("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"), ("mrtpo", "gdpo+saw"),
+         ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"), ("entropy", "gdpo"), ("gdpo+saw", "gdpo")]
+verdicts = report.verdict_table(arms, pairs, metric, "table5_ablation", benchmark=bench, decoding=decoding)
+
+# %% [markdown]
+# ## Verdicts
+#
+# Each difference over the seeds both arms share, with a 95% paired-bootstrap interval (over seeds and
+# evaluation prompts where the run folders hold per-prompt results, over seeds only otherwise); a gap is a gap
+# only when its interval excludes 0. "mrtpo − entropy" answers whether MRTPO beats entropy weighting, a
+# comparison the paper did not make.
 
 # %%
-table = report.summary(evals, metric, bench, decoding)
-cost = steps_df.groupby("method").agg(step_s=("step_time", "median"), replay_s=("time/replay", "median"))
-if "mrtpo/replay_forwards_per_response" in steps_df:
-    cost["extra_forwards_per_response"] = steps_df.groupby("method")["mrtpo/replay_forwards_per_response"].mean()
-table = table.merge(cost.reset_index(), on="method", how="left")
-table["step_ratio_to_gdpo"] = table["step_s"] / cost.loc["gdpo", "step_s"]
-view = report.beside_paper(table, report.paper("table5_ablation"), {f"ours: held-out {metric} (± s.e.)": ("mean", "se")})
-view["step time / GDPO's"] = [report.number(r, 2) for r in table["step_ratio_to_gdpo"]]
-if "extra_forwards_per_response" in table:
-    view["extra forwards per response"] = [report.number(f, 2) for f in table["extra_forwards_per_response"]]
-display(view)
+display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
+print(report.verdict_sentence(verdicts))
+
+# %% [markdown]
+# ## Cost beside gain
+#
+# Per arm: held-out accuracy (mean ± s.e. over the seeds listed), its gain over GDPO with the 95% interval,
+# the forwards a step adds per sampled response (the replay's; the entropy arm reads the entropies from the
+# logits generation already computes) and the median step time relative to GDPO's (runs trained at different
+# times on a shared machine: indicative only).
+
+# %%
+display(report.cost_gain(arms, metric, "table5_ablation", "gdpo", bench, decoding))
 
 # %%
 fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == bench) & (evals.decoding == decoding)],
@@ -59,8 +74,17 @@ fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == ben
 plots.save(fig, f"table5_{task}_{model}")
 
 # %% [markdown]
-# **Reading the table.** "extra forwards per response" is the replay's cost in forwards per sampled response
+# ## Noise and power
+
+# %%
+display(report.noise_table(arms, metric, bench, decoding).round(3).set_index("method"))
+power = report.power_table(arms, pairs, metric, benchmark=bench, decoding=decoding)
+display(power.round(3).set_index("comparison"))
+print(report.power_sentence(power[power["comparison"].isin(["mrtpo − gdpo", "mrtpo − entropy"])]))
+
+# %% [markdown]
+# **Reading the page.** "extra forwards per response" is the replay's cost in forwards per sampled response
 # (joint: P_all and P_0 for each response whose rewards varied; MRTPO: P_all plus one P_\k per reward whose
-# group varied). A variant is worth its cost only if its gain
-# over GDPO exceeds the seed spread; with one seed at the tiny scale this table shows cost reliably and gain
-# only indicatively.
+# group varied; entropy: none). A variant is worth its cost only if its gain over GDPO has an interval that
+# excludes 0 and exceeds the cheaper arms' gains; the verdicts and the power table say whether the seeds present
+# can tell.

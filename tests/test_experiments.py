@@ -124,8 +124,8 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     assert first.path.name.startswith("mrtpo-beta0.5-seed3-")
     assert first.path.relative_to(dirs / "results" / "runs").parts[:2] == ("sql", "smoke")
     files = {p.name for p in first.path.iterdir()}
-    assert files == {"config.json", "metrics.csv", "eval.json", "eval.csv", "profiles.jsonl", "summary.json", "tokenizer",
-                     "base_recipe.json", "SHA256SUMS"}
+    assert files == {"config.json", "metrics.csv", "eval.json", "eval.csv", "eval_prompts.csv", "profiles.jsonl",
+                     "summary.json", "tokenizer", "base_recipe.json", "SHA256SUMS"}
     # the run carries its base's tokenizer and warm-up recipe: token-level pages need no base model
     assert len(first.tokenizer()) == first.base_recipe["vocab_size"] and first.base_recipe["task"] == "sql"
     config = first.config
@@ -135,6 +135,12 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     assert set(first.eval) == {"synthetic_test", "synthetic_hide_value"}
     assert set(first.eval["synthetic_test"]["temp1"]) == {"format", "executable", "execution_match"}
     assert first.profiles() and "q" in first.profiles()[0]
+    # per prompt: the scorer on each prompt's samples alone; every text-to-SQL reward applies to every prompt, so
+    # the mean over prompts is the run's metric
+    per_prompt = first.eval_prompts
+    assert per_prompt.groupby("benchmark")["prompt"].nunique().to_dict() == {b: r["n_prompts"] for b, r in first.eval.items()}
+    for (bench, decoding, metric), value in per_prompt.groupby(["benchmark", "decoding", "metric"])["value"].mean().items():
+        assert value == pytest.approx(first.eval[bench][decoding][metric])
     assert sum(f.stat().st_size for f in first.path.iterdir()) < 1_000_000  # nothing large in results/
 
     from mrtpo.trainer import MRTPOTrainer

@@ -1,0 +1,136 @@
+"""The book's evidence grid (issue 19) at the tiny default, in priority order: which runs, which are finished,
+and what the missing ones will cost.
+
+    python benchmarks/book_runs.py --dry-run            # the plan: every run, done or missing, estimated minutes
+    python benchmarks/book_runs.py --missing            # the missing runs as `mrtpo train` arguments, one a line
+    python benchmarks/book_runs.py --dry-run --seeds 5  # the same grid at 5 seeds per arm
+
+``benchmarks/book_runs.sh`` trains the missing runs one at a time in this order (2 cores: never two trainings at
+once); a run folder that exists is reused and a killed run resumes from its last checkpoint, so the script can be
+stopped and restarted at any point. The estimate of a missing run is the median training time of the finished
+runs of the same task and method (of the task when the method has none), scaled by steps; evaluation is not
+included.
+
+Priority: (1) power — GDPO at 5 seeds on every task, the seed-to-seed spread every other number is judged
+against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (3) the ablation —
+joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and (text-to-SQL) sub-verifier rewards; (4) the
+beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps on
+text-to-SQL. Every arm uses the same seeds, so every comparison is paired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TASKS = ("sql", "tool", "if")
+#: instruction following gets 5 seeds per arm, as the paper
+TASK_SEEDS = {"if": 5}
+POWER_SEEDS = 5
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of the grid: ``mrtpo train`` arguments and the section of the book it serves."""
+
+    section: str
+    task: str
+    method: str
+    seed: int
+    steps: int | None = None
+    overrides: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def cli(self) -> str:
+        args = [f"--task {self.task}", f"--method {self.method}", f"--seed {self.seed}", "--model tiny"]
+        if self.steps is not None:
+            args.append(f"--steps {self.steps}")
+        if "mrtpo_beta" in self.overrides:
+            args.append(f"--mrtpo-beta {self.overrides['mrtpo_beta']:g}")
+        if "rewards" in self.overrides:
+            args.append(f"--rewards {self.overrides['rewards']}")
+        return " ".join(args)
+
+
+def grid(seeds: int = 3) -> list[Planned]:
+    """The issue-19 grid in priority order (duplicates dropped: a run serves the first section that needs it)."""
+    def n(task: str) -> range:
+        return range(max(seeds, TASK_SEEDS.get(task, 0)))
+
+    plan: list[Planned] = []
+    for task in TASKS:
+        plan += [Planned("power", task, "gdpo", s) for s in range(max(POWER_SEEDS, len(n(task))))]
+    for task in TASKS:
+        plan += [Planned("main tables", task, m, s) for s in n(task) for m in ("gdpo", "mrtpo", "grpo", "opsd", "entropy")]
+    for task in TASKS:
+        arms = ["joint", "shuffled", "gdpo+saw", "mrtpo+saw", "gdpo+constlen", "mrtpo+constlen"]
+        plan += [Planned("ablation", task, m, s) for s in n(task) for m in arms]
+        if task == "sql":
+            plan += [Planned("ablation", task, m, s, overrides={"rewards": "sub"}) for s in n(task) for m in ("mrtpo", "gdpo")]
+    for task in TASKS:
+        plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in (0.25, 0.75, 1.0)]
+    plan += [Planned("convergence", "sql", m, s, steps=300) for s in range(seeds) for m in ("gdpo", "mrtpo")]
+    seen, out = set(), []
+    for p in plan:
+        key = p.cli()
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def status(plan: list[Planned]) -> list[dict]:
+    """Each planned run with whether its folder exists (same config hash) and its estimated training minutes."""
+    from tqdm.auto import tqdm
+
+    from mrtpo import runs as runner
+    from mrtpo.results import runs_table
+
+    done = runs_table()
+    done = done[done["model"] == "tiny"]
+    by_method = done.groupby(["task", "method"])["train_s"].median()
+    by_task = done.groupby("task")["train_s"].median()
+    rows = []
+    for p in tqdm(plan, desc="checking run folders"):
+        found = runner.find(p.task, p.method, "tiny", seed=p.seed, steps=p.steps, **p.overrides)
+        label = runner.resolve(p.task, p.method, "tiny", **p.overrides).label
+        seconds = by_method.get((p.task, label), by_task.get(p.task, float("nan")))
+        rows.append({"section": p.section, "run": p.cli(), "done": found is not None,
+                     "est_min": seconds / 60 * (p.steps or 100) / 100})
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per arm (instruction following: at least 5)")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--dry-run", action="store_true", help="print the plan and its estimated compute")
+    what.add_argument("--missing", action="store_true", help="print the missing runs' `mrtpo train` arguments")
+    args = parser.parse_args(argv)
+    rows = status(grid(args.seeds))
+    if args.missing:
+        print("\n".join(r["run"] for r in rows if not r["done"]))
+        return
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", None):
+        print(table.assign(est_min=table["est_min"].round(1)).to_string(index=False))
+    missing = table[~table["done"]]
+    per_section = missing.groupby("section", sort=False)["est_min"].agg(["count", "sum"])
+    print("\nmissing runs per section (estimated training hours, one run at a time):")
+    for section, row in per_section.iterrows():
+        print(f"  {section:12s} {int(row['count']):4d} runs  {row['sum'] / 60:6.1f} h")
+    print(f"  {'total':12s} {len(missing):4d} runs  {missing['est_min'].sum() / 60:6.1f} h "
+          f"({int(table['done'].sum())} of {len(table)} finished)")
+    print("not planned: the dose-response grid needs the testbed's dial (not in this repository yet); the untrained "
+          "base's row is `mrtpo eval --base`, not a run")
+    if missing["est_min"].isna().any():
+        print("no estimate for:", ", ".join(missing[missing["est_min"].isna()]["run"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""Statistics of the book's comparisons: means over seeds, paired differences with bootstrap intervals, verdicts,
+power, and evaluation noise against seed noise. Pure functions of numbers (no run folders, no I/O).
+
+Notation: an arm is trained once per seed s = 1..S; a run is evaluated on the same P held-out prompts, giving a
+per-prompt value x[s, p, m] for each component metric m = 1..M (M > 1 for a metric that is a mean of
+components, e.g. instruction following's ``constraint_mean`` = mean over constraint slots; NaN where a
+component does not apply to a prompt). A run's metric over a set of prompts is
+
+    metric(s) = (1/M) sum_m  mean_{p : x[s,p,m] defined} x[s,p,m]
+
+which is what the evaluation reports when every prompt has the same number of samples. Without per-prompt
+values (run folders written before they were stored), only the per-seed values metric(s) are known.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+
+def mean_se(values) -> tuple[float, float, int]:
+    """(mean, standard error, n) of per-seed values: ``se = std(ddof=1) / sqrt(n)``; se is NaN below 2 values
+    (one seed has no spread, never 0). NaN values are left out."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    n = len(x)
+    if n == 0:
+        return math.nan, math.nan, 0
+    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, n
+
+
+def _as_prompts(x) -> np.ndarray:
+    """Per-prompt values as (S, P, M): a (S, P) array gets M = 1."""
+    x = np.asarray(x, dtype=float)
+    return x[..., None] if x.ndim == 2 else x
+
+
+def run_metric(x, counts=None) -> np.ndarray:
+    """metric(s) of the module docstring for each seed, from per-prompt values x (S, P[, M]); ``counts`` (B, P)
+    resamples the prompts (prompt p taken counts[b, p] times) and gives (B, S)."""
+    x = _as_prompts(x)
+    valid = ~np.isnan(x)
+    filled = np.where(valid, x, 0.0)
+    if counts is None:
+        counts = np.ones((1, x.shape[1]))
+        squeeze = True
+    else:
+        squeeze = False
+    num = np.einsum("bp,spm->bsm", counts, filled)
+    den = np.einsum("bp,spm->bsm", counts, valid.astype(float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_component = num / den
+    out = np.nanmean(per_component, axis=2) if per_component.shape[2] > 1 else per_component[..., 0]
+    return out[0] if squeeze else out
+
+
+def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float]:
+    samples = samples[~np.isnan(samples)]
+    if len(samples) == 0:
+        return math.nan, math.nan
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(samples, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> dict:
+    """A − B over the seeds both arms share, with a ``level`` percentile interval from a paired bootstrap.
+
+    ``a``, ``b``: per-prompt values (S, P[, M]) of the shared seeds in the same order, both arms evaluated on the
+    same prompts; or per-seed values (S,) when per-prompt values are absent. The estimate is
+    ``d = (1/S) sum_s [metric_A(s) − metric_B(s)]``. Each bootstrap replicate draws S seeds with replacement and P
+    prompts with replacement, the same draws for both arms (paired over seeds and prompts), and recomputes d;
+    the interval is the replicates' (1 − level)/2 and (1 + level)/2 percentiles. Per-seed values give a
+    seed-only bootstrap (evaluation noise then enters only through each seed's value). Resampling both levels
+    counts the evaluation noise twice (it is also in each seed's value), so from two seeds on the interval errs
+    wide, never narrow: a gap it finds is not an artefact of the method. With one shared seed the
+    prompt bootstrap measures evaluation noise alone and a seed-only bootstrap has no interval (NaN).
+
+    Returns ``{"diff", "lo", "hi", "seeds", "prompts", "resampled"}``; ``resampled`` names what the interval
+    covers: "seeds × prompts", "prompts only: one shared seed", "seeds only", or "none: one shared seed".
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired_difference: both arms need the same seeds and prompts, got shapes {a.shape} and {b.shape}")
+    S = a.shape[0]
+    if S == 0:
+        return {"diff": math.nan, "lo": math.nan, "hi": math.nan, "seeds": 0, "prompts": 0, "resampled": "none"}
+    rng = np.random.default_rng(seed)
+    seed_counts = rng.multinomial(S, np.full(S, 1 / S), size=n_boot)  # (B, S)
+    if a.ndim == 1:
+        d = a - b
+        out = {"diff": float(d.mean()), "seeds": S, "prompts": 0}
+        if S < 2:
+            return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none: one shared seed"}
+        lo, hi = _percentile_interval(seed_counts @ d / S, level)
+        return {**out, "lo": lo, "hi": hi, "resampled": "seeds only"}
+    P = a.shape[1]
+    d_full = run_metric(a) - run_metric(b)
+    prompt_counts = rng.multinomial(P, np.full(P, 1 / P), size=n_boot)  # (B, P)
+    d_boot = run_metric(a, prompt_counts) - run_metric(b, prompt_counts)  # (B, S)
+    reps = np.nansum(seed_counts * d_boot, axis=1) / S
+    lo, hi = _percentile_interval(reps, level)
+    return {"diff": float(np.mean(d_full)), "lo": lo, "hi": hi, "seeds": S, "prompts": P,
+            "resampled": "seeds × prompts" if S > 1 else "prompts only: one shared seed"}
+
+
+def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.0) -> str:
+    """The claim against our interval [lo, hi] of the same quantity.
+
+    The claim says the quantity lies on the side of ``null`` that ``claimed`` (the paper's value) lies on
+    (above when ``claimed`` is None). *reproduced*: the whole interval is on the claimed side (a difference is a
+    gap only when its interval excludes ``null``); *contradicted*: the whole interval is on the other side;
+    *not reproduced*: the interval holds ``null`` but excludes ``claimed`` (an effect as large as the paper's
+    would have been seen); *inconclusive*: the interval holds both, or there is no interval.
+    """
+    if lo != lo or hi != hi:
+        return "inconclusive"
+    sign = 1.0 if claimed is None or claimed >= null else -1.0
+    low, high = sorted((sign * (lo - null), sign * (hi - null)))
+    if low > 0:
+        return "reproduced"
+    if high < 0:
+        return "contradicted"
+    if claimed is not None and sign * (claimed - null) > high:
+        return "not reproduced"
+    return "inconclusive"
+
+
+# ----------------------------------------------------------------------------------------------------
+# power (paired t-test, two-sided)
+
+
+def t_cdf(t: float, df: int) -> float:
+    """CDF of Student's t with integer ``df`` degrees of freedom (closed forms, Abramowitz & Stegun 26.7.3–4):
+    with θ = atan(t / sqrt(df)), A = P(|T| < |t|) is
+    (2/π)(θ + sinθ cosθ (1 + (2/3)cos²θ + ... + (2·4···(df−3))/(3·5···(df−2)) cos^(df−3)θ)) for odd df and
+    sinθ (1 + (1/2)cos²θ + ... + (1·3···(df−3))/(2·4···(df−2)) cos^(df−2)θ) for even df."""
+    if df < 1:
+        raise ValueError(f"t_cdf: df must be >= 1, got {df}")
+    theta = math.atan(abs(t) / math.sqrt(df))
+    s, c = math.sin(theta), math.cos(theta)
+    if df % 2:
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 3) // 2 + 1):
+            term *= (2 * k) / (2 * k + 1) * c * c
+            total += term
+        a = 2 / math.pi * (theta + (s * c * total if df > 1 else 0.0))
+    else:
+        term, total = 1.0, 1.0
+        for k in range(1, (df - 2) // 2 + 1):
+            term *= (2 * k - 1) / (2 * k) * c * c
+            total += term
+        a = s * total
+    return 0.5 + math.copysign(a / 2, t)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Inverse of :func:`t_cdf` (bisection to 1e-10)."""
+    if not 0 < p < 1:
+        raise ValueError(f"t_quantile: p must be in (0, 1), got {p}")
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo < 1e-10:
+            break
+    return (lo + hi) / 2
+
+
+def detectable_difference(sd_diff: float, seeds: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """Smallest paired difference a two-sided paired t-test at ``alpha`` detects with ``power`` over ``seeds``
+    pairs whose differences have standard deviation ``sd_diff``:
+    ``δ = (t_{1−α/2, n−1} + t_{power, n−1}) · sd_diff / sqrt(n)`` (NaN below 2 seeds)."""
+    if seeds < 2 or sd_diff != sd_diff:
+        return math.nan
+    df = seeds - 1
+    return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * sd_diff / math.sqrt(seeds)
+
+
+def seeds_for_power(sd_diff: float, delta: float = 0.05, power: float = 0.8, alpha: float = 0.05,
+                    max_seeds: int = 10_000) -> int | None:
+    """Fewest paired seeds n >= 2 with ``detectable_difference(sd_diff, n, power, alpha) <= delta``; None when
+    sd_diff is unknown (NaN) or more than ``max_seeds`` would be needed."""
+    if sd_diff != sd_diff:
+        return None
+    if sd_diff == 0:
+        return 2
+    # start near the normal approximation, then step to the exact smallest n
+    z = NormalDist().inv_cdf
+    n = max(2, int(((z(1 - alpha / 2) + z(power)) * sd_diff / delta) ** 2) - 2)
+    while n > 2 and detectable_difference(sd_diff, n - 1, power, alpha) <= delta:
+        n -= 1
+    while detectable_difference(sd_diff, n, power, alpha) > delta:
+        n += 1
+        if n > max_seeds:
+            return None
+    return n
+
+
+def sd_of_differences(a, b, fallback: float | None = None) -> tuple[float, str]:
+    """(standard deviation of the paired difference of two arms' per-seed values, how it was measured).
+
+    ``a``, ``b``: {seed: value}. From two shared seeds on: the std (ddof 1) of the differences on the shared
+    seeds ("paired"). Otherwise ``sqrt(sd_A² + sd_B²)`` from each arm's own seed spread (ddof 1; an arm with one
+    seed borrows the other's, or ``fallback`` — e.g. the spread pooled over the other arms of the task — when
+    neither has two), which assumes the arms' seed effects are uncorrelated ("unpaired": an upper bound when
+    common random numbers make paired arms move together); NaN when there is nothing to measure it from.
+    """
+    shared = sorted(set(a) & set(b))
+    if len(shared) >= 2:
+        return float(np.std([a[s] - b[s] for s in shared], ddof=1)), "paired"
+    sds = [float(np.std(list(x.values()), ddof=1)) for x in (a, b) if len(x) >= 2]
+    if len(sds) == 2:
+        return math.sqrt(sds[0] ** 2 + sds[1] ** 2), "unpaired (each arm's seed spread)"
+    if len(sds) == 1:
+        return math.sqrt(2) * sds[0], "unpaired (one arm's seed spread, for both)"
+    if fallback is not None and fallback == fallback:
+        return math.sqrt(2) * fallback, "unpaired (the task's pooled seed spread, for both)"
+    return math.nan, "unknown (no arm has two seeds)"
+
+
+def pooled_sd(groups) -> float:
+    """Pooled standard deviation of several groups of values (each arm's per-seed values):
+    ``sqrt(sum_g (n_g − 1) var_g / sum_g (n_g − 1))`` over groups with two values or more; NaN without any."""
+    groups = [np.asarray(list(g), dtype=float) for g in groups]
+    groups = [g for g in groups if len(g) >= 2]
+    dof = sum(len(g) - 1 for g in groups)
+    return math.sqrt(sum((len(g) - 1) * g.var(ddof=1) for g in groups) / dof) if dof else math.nan
+
+
+# ----------------------------------------------------------------------------------------------------
+# evaluation noise vs seed noise
+
+
+def evaluation_se(x, n_boot: int = 2000, seed: int = 0) -> float:
+    """Standard error of one run's metric from its evaluation prompts alone: the std of the metric over
+    ``n_boot`` resamples of the prompts with replacement. ``x``: per-prompt values (P[, M]) of one run."""
+    x = np.asarray(x, dtype=float)[None]  # one seed
+    P = x.shape[1]
+    counts = np.random.default_rng(seed).multinomial(P, np.full(P, 1 / P), size=n_boot)
+    return float(np.nanstd(run_metric(x, counts)[:, 0], ddof=1))
+
+
+def binomial_se(p: float, draws: int) -> float:
+    """``sqrt(p (1 − p) / draws)``: the evaluation s.e. of a success rate over ``draws`` independent samples
+    (a lower bound when several samples share a prompt)."""
+    return math.sqrt(p * (1 - p) / draws) if draws > 0 and p == p else math.nan
+
+
+def noise_components(values, eval_ses) -> dict:
+    """Seed noise against evaluation noise of one arm.
+
+    ``values``: the arm's metric per seed; ``eval_ses``: each run's evaluation s.e. The observed seed-to-seed
+    variance holds both: ``var_obs = var_seed + mean(eval_se²)``, so the seed component is
+    ``sqrt(max(0, var_obs − mean(eval_se²)))``. Returns ``{"seeds", "sd_observed", "eval_se", "sd_seed",
+    "eval_below_seed"}`` (NaN where fewer than two seeds).
+    """
+    x = np.asarray(values, dtype=float)
+    e = np.asarray(eval_ses, dtype=float)
+    eval_var = float(np.nanmean(e ** 2)) if len(e) else math.nan
+    sd_obs = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+    sd_seed = math.sqrt(max(0.0, sd_obs ** 2 - eval_var)) if sd_obs == sd_obs and eval_var == eval_var else math.nan
+    return {"seeds": len(x), "sd_observed": sd_obs, "eval_se": math.sqrt(eval_var) if eval_var == eval_var else math.nan,
+            "sd_seed": sd_seed, "eval_below_seed": bool(math.sqrt(eval_var) < sd_seed) if sd_seed == sd_seed else None}
+
+
+def bootstrap_interval(statistic, n: int, n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of ``statistic(idx)`` over ``n_boot`` resamples ``idx`` of ``range(n)`` with
+    replacement (for one set of items, e.g. saved profiles; (NaN, NaN) below 2 items)."""
+    if n < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    reps = np.array([statistic(rng.integers(0, n, n)) for _ in range(n_boot)], dtype=float)
+    return _percentile_interval(reps, level)

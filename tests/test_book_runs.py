@@ -1,0 +1,48 @@
+"""The evidence grid (benchmarks/book_runs.py): priority order, paired seeds, arguments `mrtpo train` accepts."""
+
+import importlib.util
+import shlex
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from mrtpo.cli import build_parser
+from mrtpo.config import resolve
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "book_runs.py"
+spec = importlib.util.spec_from_file_location("book_runs", SCRIPT)
+book_runs = importlib.util.module_from_spec(spec)
+sys.modules["book_runs"] = book_runs  # its dataclass looks its module up there
+spec.loader.exec_module(book_runs)
+
+
+def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
+    plan = book_runs.grid(seeds=3)
+    sections = list(dict.fromkeys(p.section for p in plan))
+    assert sections == ["power", "main tables", "ablation", "beta sweep", "convergence"]
+    assert [p.section for p in plan] == sorted((p.section for p in plan), key=sections.index)  # no section interleaved
+    assert len({p.cli() for p in plan}) == len(plan)
+    # power first: GDPO at 5 seeds on every task
+    assert {(p.task, p.seed) for p in plan if p.section == "power"} == {(t, s) for t in ("sql", "tool", "if") for s in range(5)}
+    # every arm of a task at the tiny default has the same seeds (3; 5 for instruction following), so pairs are paired
+    seeds = defaultdict(set)
+    for p in plan:
+        if p.steps is None:
+            seeds[(p.task, p.method, tuple(sorted(p.overrides.items())))].add(p.seed)
+    for (task, method, overrides), found in seeds.items():
+        expected = set(range(5)) if task == "if" or (method == "gdpo" and not overrides) else set(range(3))
+        assert found == expected, (task, method, found)
+    # a run serves the first section that needs it: GDPO's main-table seeds are the power section's
+    assert {p.method for p in plan if p.section == "main tables"} == {"mrtpo", "grpo", "opsd", "entropy"}
+    assert {p.steps for p in plan if p.section == "convergence"} == {300}
+    assert len(book_runs.grid(seeds=5)) > len(plan)
+
+
+def test_every_planned_run_is_a_valid_mrtpo_train_command():
+    parser = build_parser()
+    for p in book_runs.grid(seeds=3):
+        args = parser.parse_args(["train", *shlex.split(p.cli())])
+        assert (args.task, args.method, args.seed, args.model) == (p.task, p.method, p.seed, "tiny")
+        overrides = {k: v for k, v in {"mrtpo_beta": args.mrtpo_beta, "rewards": args.rewards}.items() if v is not None}
+        assert overrides == p.overrides
+        resolve(p.task, p.method, "tiny", p.seed, args.steps, **overrides)  # raises on an invalid combination

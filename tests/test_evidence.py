@@ -1,0 +1,156 @@
+"""The book's evidence from run folders (mrtpo.report): paired comparisons with intervals, verdict and power tables,
+replay rates over the pairs that exist, check-region ratios of mean shares. Run folders are written by hand here
+(a few files each), so nothing trains."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mrtpo import report
+from mrtpo.diagnostics import check_region_ratio
+from mrtpo.manifest import write_manifest
+from mrtpo.results import Run
+
+PROMPTS = 16
+
+
+def fake_run(root, method, seed, per_prompt: np.ndarray, components=("execution_match",), digest="d0"):
+    """A run folder whose temperature-1 evaluation on ``synthetic_test`` has per-prompt values ``per_prompt``
+    (P, M) (eval_prompts.csv); eval.csv holds the means over prompts."""
+    folder = root / f"{method}-seed{seed}"
+    folder.mkdir(parents=True)
+    cfg = {"task": "if", "method": method, "model": "tiny", "seed": seed, "mrtpo_beta": 0.5, "steps": 100,
+           "eval_samples": 4, "prompts_per_step": 8, "num_generations": 8}
+    (folder / "config.json").write_text(json.dumps({"config": cfg, "data": {"synthetic_test": digest}}))
+    (folder / "summary.json").write_text(json.dumps({"train_runtime_s": 1.0}))
+    (folder / "eval.json").write_text(json.dumps({"synthetic_test": {"n_prompts": PROMPTS}}))
+    rows, prompt_rows = [], []
+    for m, name in enumerate(components):
+        rows.append({"run": folder.name, "task": "if", "model": "tiny", "method": method, "mrtpo_beta": 0.5, "seed": seed,
+                     "steps": 100, "benchmark": "synthetic_test", "decoding": "temp1", "metric": name,
+                     "value": float(np.nanmean(per_prompt[:, m])), "n_prompts": PROMPTS})
+        prompt_rows += [{"benchmark": "synthetic_test", "decoding": "temp1", "prompt": p, "metric": name,
+                         "value": per_prompt[p, m]} for p in range(PROMPTS)]
+    pd.DataFrame(rows).to_csv(folder / "eval.csv", index=False)
+    steps = pd.DataFrame({"step": [1, 2, 3], "step_time": [2.0, 2.0, 2.0] if method == "gdpo" else [3.0, 3.0, 3.0]})
+    if method == "mrtpo":  # the replay's forwards per response, as the trainer logs them
+        steps["mrtpo/replay_forwards_per_response"] = [2.0, 2.5, 3.0]
+    steps.to_csv(folder / "metrics.csv", index=False)
+    pd.DataFrame(prompt_rows).to_csv(folder / "eval_prompts.csv", index=False)
+    write_manifest(folder)
+    return Run(folder)
+
+
+def values(rng, p, components=1):
+    return rng.binomial(4, p, size=(PROMPTS, components)) / 4
+
+
+def test_compare_resamples_prompts_when_every_shared_run_has_them_and_seeds_only_otherwise(tmp_path):
+    rng = np.random.default_rng(0)
+    a = [fake_run(tmp_path / "a", "mrtpo", s, values(rng, 0.6)) for s in (0, 1, 2)]
+    b = [fake_run(tmp_path / "b", "gdpo", s, values(rng, 0.4)) for s in (0, 1, 2, 3)]
+    c = report.compare(a, b, "execution_match", claimed=0.016)
+    va, vb = report.seed_values(a, "execution_match"), report.seed_values(b, "execution_match")
+    assert c["shared_seeds"] == [0, 1, 2] and c["resampled"] == "seeds × prompts" and c["prompts"] == PROMPTS
+    assert c["diff"] == pytest.approx(np.mean([va[s] - vb[s] for s in (0, 1, 2)]))
+    assert c["lo"] < c["diff"] < c["hi"] and c["b_seeds"] == [0, 1, 2, 3] and c["a_mean"] == pytest.approx(np.mean(list(va.values())))
+    # one shared run without per-prompt results (an older folder): the seed-only bootstrap, labelled as such
+    old = [fake_run(tmp_path / "old", "mrtpo", 0, values(rng, 0.6))] + a[1:]
+    (old[0].path / "eval_prompts.csv").unlink()
+    write_manifest(old[0].path)
+    assert report.compare(old, b, "execution_match")["resampled"] == "seeds only"
+    # other evaluation prompts (a different data digest): never paired prompt by prompt
+    other = [fake_run(tmp_path / "other", "gdpo", s, values(rng, 0.4), digest="d1") for s in (0, 1, 2)]
+    assert report.compare(a, other, "execution_match")["resampled"] == "seeds only"
+
+
+def test_a_component_metric_is_paired_over_its_components(tmp_path):
+    """Instruction following's constraint_mean: the mean over constraint slots, a slot NaN where it does not apply."""
+    rng = np.random.default_rng(1)
+    slots = ("constraint_0", "constraint_1")
+
+    def slot_values(p):
+        x = values(rng, p, 2)
+        x[::2, 1] = np.nan  # the second constraint applies to every other prompt
+        return x
+
+    a = [fake_run(tmp_path / "a", "mrtpo", s, slot_values(0.7), slots) for s in (0, 1)]
+    b = [fake_run(tmp_path / "b", "gdpo", s, slot_values(0.3), slots) for s in (0, 1)]
+    c = report.compare(a, b, "constraint_mean")
+    va, vb = report.seed_values(a, "constraint_mean"), report.seed_values(b, "constraint_mean")
+    assert c["resampled"] == "seeds × prompts" and c["diff"] == pytest.approx(np.mean([va[s] - vb[s] for s in (0, 1)]))
+    se, how = report.run_eval_se(a[0], "constraint_mean")
+    assert how == "prompts" and 0 < se < 0.2
+
+
+def test_verdict_table_power_and_noise(tmp_path):
+    rng = np.random.default_rng(2)
+    arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.9)) for s in (0, 1)],
+            "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.9))], "opsd": []}
+    table = report.verdict_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "opsd"), ("joint", "gdpo")], "execution_match",
+                                 "table5_ablation")
+    assert table["comparison"].tolist() == ["mrtpo − gdpo", "joint − gdpo"]  # no opsd runs: no row
+    row = table.set_index("comparison").loc["mrtpo − gdpo"]
+    assert row["shared seeds"] == "0, 1" and row["interval over"] == "seeds × prompts"
+    assert row["paper"] == "+1.60 points" and row["verdict"] == "reproduced"  # 0.9 against 0.4 on the same prompts
+    one = table.set_index("comparison").loc["joint − gdpo"]  # as large, but on one shared seed: no seed noise in it
+    assert one["interval over"] == "prompts only: one shared seed" and one["lo"] > 0 and one["verdict"] == "inconclusive"
+    sentence = report.verdict_sentence(table)
+    assert "1 of 2 comparisons show a gap" in sentence and "one shared seed (joint − gdpo)" in sentence
+    power = report.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},
+                               [("mrtpo", "gdpo"), ("joint", "solo")], "execution_match").set_index("comparison")
+    v = {m: report.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
+    assert power.at["mrtpo − gdpo", "measured"] == "paired"
+    assert power.at["mrtpo − gdpo", "sd of the difference"] == pytest.approx(np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1)], ddof=1))
+    assert "pooled" in power.at["joint − solo", "measured"]  # neither arm has two seeds: the task's spread
+    assert power.at["joint − solo", "seeds for 0.05 at 80% power"] >= 3
+    assert power.at["joint − solo", "detectable at 3 seeds"] > power.at["joint − solo", "detectable at 5 seeds"]
+    noise = report.noise_table(arms, "execution_match").set_index("method")
+    assert noise.at["gdpo", "seeds"] == "0, 1, 2" and noise.at["gdpo", "evaluation s.e. from"] == "prompts"
+    assert noise.at["gdpo", "seed std (observed)"] == pytest.approx(np.std(list(v["gdpo"].values()), ddof=1))
+
+
+def test_cost_beside_gain(tmp_path):
+    rng = np.random.default_rng(3)
+    arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4)) for s in (0, 1)],
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.6)) for s in (0, 1)],
+            "entropy": [fake_run(tmp_path / "e", "entropy", 0, values(rng, 0.5))], "joint": []}
+    view = report.cost_gain(arms, "execution_match", "table5_ablation")
+    assert list(view.index) == ["gdpo", "mrtpo", "entropy"]
+    assert view.loc["mrtpo", "extra forwards per response"] == "2.50" and view.loc["entropy", "extra forwards per response"] == "0.00"
+    assert view.loc["mrtpo", "step time / gdpo's"] == "1.50" and view.loc["gdpo", "gain over gdpo (95% interval)"] == "—"
+    c = report.compare(arms["mrtpo"], arms["gdpo"], "execution_match")
+    assert view.loc["mrtpo", "gain over gdpo (95% interval)"] == report.interval_text(c["diff"], c["lo"], c["hi"])
+    assert view.loc["mrtpo", "seed ids"] == "0, 1" and view.loc["mrtpo", "paper: Qwen2.5-Coder-7B (± std)"] == "73.15 ± —"
+
+
+def test_paper_claims_on_our_scale():
+    text, claimed = report.paper_claim("table1_text_to_sql", "mrtpo", "gdpo", "six-benchmark avg execution accuracy")
+    assert text == "+1.28 (3B); +1.60 (7B) points" and claimed == pytest.approx((1.28 + 1.60) / 200)
+    assert report.paper_claim("table5_ablation", "mrtpo", "entropy") == ("not in the paper", None)
+
+
+def test_replay_rate_divides_by_the_pairs_that_exist():
+    """Two rewards, 8 responses a step; the second applies to half of them and is replayed on all of those."""
+    m = pd.DataFrame({"completions_per_step": [8, 8], "mrtpo/a/frac_replayed": [0.5, 0.25],
+                      "mrtpo/b/frac_replayed": [0.5, 0.5], "a/not_applicable": [0.0, 0.0], "b/not_applicable": [4.0, 4.0],
+                      "mrtpo/frac_replayed": [0.5, 0.375], "mrtpo/effective_k": [1.0, 0.75],
+                      "time/replay": [1.0, 1.0], "step_time": [4.0, 4.0]})
+    rates = report.replay_rates(m)
+    assert rates["b"] == 1.0 and rates["a"] == pytest.approx(0.375)
+    assert rates["pairs replayed (of those that exist)"] == pytest.approx((4 + 2 + 4 + 4) / (16 + 8))
+    assert rates["rewards applying per response"] == 1.5 and rates["effective K"] == 0.875
+    # the trainer's own mrtpo/frac_replayed divides by every slot: lower whenever a reward does not apply
+    assert m["mrtpo/frac_replayed"].mean() < rates["pairs replayed (of those that exist)"]
+
+
+def test_check_region_ratio_is_the_ratio_of_mean_shares_not_the_mean_of_ratios():
+    loc = pd.DataFrame({"shift_share": [0.10, 0.50], "token_share": [0.02, 0.60]})
+    loc["ratio"] = loc["shift_share"] / loc["token_share"]
+    assert check_region_ratio(loc) == pytest.approx(0.30 / 0.31)
+    assert loc["ratio"].mean() > 2  # a small region inflates the mean of per-response ratios
+    assert math.isnan(check_region_ratio(loc.iloc[:0]))

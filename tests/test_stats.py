@@ -1,0 +1,125 @@
+"""The book's statistics (mrtpo.stats): seed means, paired bootstrap intervals, verdicts, power, noise split."""
+
+import math
+
+import numpy as np
+import pytest
+
+from mrtpo import stats
+
+
+def test_mean_se_over_seeds_and_no_spread_from_one_seed():
+    mean, se, n = stats.mean_se([0.406, 0.297, 0.449])
+    assert n == 3 and mean == pytest.approx(0.384) and se == pytest.approx(np.std([0.406, 0.297, 0.449], ddof=1) / 3 ** 0.5)
+    mean, se, n = stats.mean_se([0.5, float("nan")])
+    assert (mean, n) == (0.5, 1) and math.isnan(se)
+
+
+def test_run_metric_is_the_mean_over_components_of_their_means_over_applicable_prompts():
+    # two seeds, three prompts, two components; component 1 applies to the first two prompts only
+    x = np.array([[[1, 1], [0, 0], [1, np.nan]],
+                  [[0, 1], [0, 1], [1, np.nan]]], dtype=float)
+    np.testing.assert_allclose(stats.run_metric(x), [(2 / 3 + 1 / 2) / 2, (1 / 3 + 1) / 2])
+    # resampling counts: prompt 0 twice, prompt 2 once
+    np.testing.assert_allclose(stats.run_metric(x, np.array([[2, 0, 1]]))[0], [(1 + 1) / 2, (1 / 3 + 1) / 2])
+    np.testing.assert_allclose(stats.run_metric(x[..., 0]), [2 / 3, 1 / 3])  # (S, P): one component
+
+
+def test_paired_difference_of_an_arm_with_itself_and_with_a_constant_shift():
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 40))
+    same = stats.paired_difference(a, a.copy())
+    assert (same["diff"], same["lo"], same["hi"]) == (0.0, 0.0, 0.0) and same["resampled"] == "seeds × prompts"
+    shifted = stats.paired_difference(a + 0.1, a)
+    assert shifted["diff"] == pytest.approx(0.1) and shifted["lo"] == pytest.approx(0.1) and shifted["hi"] == pytest.approx(0.1)
+    assert (shifted["seeds"], shifted["prompts"]) == (3, 40)
+
+
+def test_paired_difference_without_prompts_or_with_one_seed_says_what_its_interval_covers():
+    one = stats.paired_difference(np.array([0.5]), np.array([0.4]))
+    assert one["diff"] == pytest.approx(0.1) and math.isnan(one["lo"]) and one["resampled"] == "none: one shared seed"
+    seeds = stats.paired_difference(np.array([0.5, 0.45, 0.6]), np.array([0.4, 0.5, 0.5]))
+    assert seeds["resampled"] == "seeds only" and seeds["lo"] < seeds["diff"] < seeds["hi"]
+    assert -0.05 <= seeds["lo"] and seeds["hi"] <= 0.1  # bounded by the smallest and largest per-seed difference
+    prompts = stats.paired_difference(np.array([[1, 0, 1, 1]]), np.array([[0, 0, 1, 0]]))
+    assert prompts["resampled"] == "prompts only: one shared seed" and prompts["diff"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="same seeds and prompts"):
+        stats.paired_difference(np.zeros((2, 4)), np.zeros((3, 4)))
+
+
+def test_paired_bootstrap_covers_the_true_difference_about_95_percent_of_the_time():
+    """Seeds shift both arms together (paired); prompts have their own difficulty; the true gap is 0.05."""
+    rng = np.random.default_rng(1)
+    hits, trials = 0, 150
+    for t in range(trials):
+        seed_effect = rng.normal(0, 0.08, size=(5, 1))
+        difficulty = rng.random((1, 48))
+        p_b = np.clip(0.4 + seed_effect + 0.3 * (difficulty - 0.5), 0, 1)
+        p_a = np.clip(p_b + 0.05 + rng.normal(0, 0.03, size=(5, 1)), 0, 1)
+        a, b = rng.binomial(4, p_a) / 4, rng.binomial(4, p_b) / 4
+        out = stats.paired_difference(a, b, n_boot=800, seed=t)
+        hits += out["lo"] <= 0.05 <= out["hi"]  # the gap over seeds and prompts, not only these seeds'
+    # resampling seeds and prompts counts the evaluation noise twice (it is in each seed's value too): conservative
+    assert hits / trials >= 0.9
+
+
+def test_verdicts():
+    assert stats.verdict(0.01, 0.09, claimed=0.016) == "reproduced"
+    assert stats.verdict(-0.09, -0.01, claimed=0.016) == "contradicted"
+    assert stats.verdict(-0.004, 0.008, claimed=0.016) == "not reproduced"  # an effect as large as claimed is excluded
+    assert stats.verdict(-0.05, 0.08, claimed=0.016) == "inconclusive"
+    assert stats.verdict(float("nan"), float("nan"), claimed=0.016) == "inconclusive"
+    assert stats.verdict(0.2, 0.5) == "reproduced"  # no claimed size: the direction above null
+    # a claim below the null: concentration under uniform's 0.8
+    assert stats.verdict(0.3, 0.5, claimed=0.27, null=0.8) == "reproduced"
+    assert stats.verdict(0.75, 0.85, claimed=0.27, null=0.8) == "not reproduced"
+    assert stats.verdict(0.9, 1.1, claimed=0.27, null=0.8) == "contradicted"
+
+
+def test_t_distribution_against_known_values():
+    assert stats.t_cdf(1.0, 1) == pytest.approx(0.75)  # Cauchy
+    assert stats.t_cdf(0.0, 7) == pytest.approx(0.5)
+    assert stats.t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-4)
+    assert stats.t_quantile(0.975, 10) == pytest.approx(2.2281, abs=1e-4)
+    assert stats.t_quantile(0.8, 4) == pytest.approx(0.9410, abs=1e-4)
+    assert stats.t_quantile(0.025, 5) == pytest.approx(-stats.t_quantile(0.975, 5))
+
+
+def test_power_seeds_needed_and_detectable_difference_agree():
+    sd = 0.079 * 2 ** 0.5  # text-to-SQL GDPO's seed spread, two unpaired arms
+    n = stats.seeds_for_power(sd, delta=0.05)
+    assert stats.detectable_difference(sd, n) <= 0.05 < stats.detectable_difference(sd, n - 1)
+    z = (1.959964 + 0.841621) * sd / 0.05
+    assert z ** 2 < n < z ** 2 + 4  # the normal approximation plus the t correction of small samples
+    assert stats.seeds_for_power(0.0) == 2 and stats.seeds_for_power(float("nan")) is None
+    assert math.isnan(stats.detectable_difference(0.1, 1))
+    assert stats.detectable_difference(0.1, 3) > stats.detectable_difference(0.1, 10)
+
+
+def test_sd_of_differences_paired_when_two_seeds_are_shared_otherwise_from_the_arms_or_the_task():
+    sd, how = stats.sd_of_differences({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.45, 2: 0.5})
+    assert how == "paired" and sd == pytest.approx(np.std([0.1, 0.15], ddof=1))
+    gdpo = {0: 0.406, 1: 0.297, 2: 0.449}
+    sd, how = stats.sd_of_differences({0: 0.5}, gdpo)
+    assert how.startswith("unpaired") and sd == pytest.approx(2 ** 0.5 * np.std(list(gdpo.values()), ddof=1))
+    sd, how = stats.sd_of_differences({0: 0.5, 1: 0.4}, {2: 0.3, 3: 0.6})
+    assert sd == pytest.approx((np.var([0.5, 0.4], ddof=1) + np.var([0.3, 0.6], ddof=1)) ** 0.5)
+    sd, how = stats.sd_of_differences({0: 0.5}, {0: 0.4})
+    assert math.isnan(sd) and how.startswith("unknown")
+    sd, how = stats.sd_of_differences({0: 0.5}, {0: 0.4}, fallback=0.08)
+    assert sd == pytest.approx(0.08 * 2 ** 0.5) and "pooled" in how
+    assert stats.pooled_sd([[0.406, 0.297, 0.449], [0.5], [0.1, 0.3]]) == pytest.approx(
+        ((2 * np.var([0.406, 0.297, 0.449], ddof=1) + np.var([0.1, 0.3], ddof=1)) / 3) ** 0.5)
+    assert math.isnan(stats.pooled_sd([[0.5], []]))
+
+
+def test_noise_components_split_seed_from_evaluation_noise():
+    out = stats.noise_components([0.406, 0.297, 0.449], [0.03, 0.03, 0.03])
+    sd = np.std([0.406, 0.297, 0.449], ddof=1)
+    assert out["sd_observed"] == pytest.approx(sd) and out["eval_se"] == pytest.approx(0.03)
+    assert out["sd_seed"] == pytest.approx((sd ** 2 - 0.03 ** 2) ** 0.5) and out["eval_below_seed"] is True
+    assert math.isnan(stats.noise_components([0.4], [0.03])["sd_seed"])
+    rng = np.random.default_rng(0)
+    x = rng.binomial(1, 0.4, size=(64, 4)).mean(1)  # 64 prompts x 4 samples
+    assert stats.evaluation_se(x) == pytest.approx(x.std(ddof=1) / 8, rel=0.15)
+    assert stats.binomial_se(0.4, 256) == pytest.approx((0.24 / 256) ** 0.5)
