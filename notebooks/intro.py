@@ -43,9 +43,9 @@ model = "tiny"  # whose runs the verdicts read: the book's scale; nothing is tra
 # %% tags=["remove-input"]
 from IPython.display import HTML
 
-from mrtpo import plots, report
+from mrtpo import evidence, plots
 
-verdicts = report.verdicts(model)
+verdicts = evidence.verdicts(model)
 shown = verdicts.assign(claim=[f'<a href="{p}.html">{c}</a> ({s})' for c, p, s in
                                zip(verdicts["claim"], verdicts["page"], verdicts["source"])])
 display(HTML(shown[["claim", "paper", "ours", "verdict"]].to_html(index=False, escape=False, justify="left")))

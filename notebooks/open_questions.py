@@ -29,7 +29,7 @@ tasks = ["sql", "tool", "if"]
 # %%
 import pandas as pd
 
-from mrtpo import plots, report
+from mrtpo import evidence, plots, report
 from mrtpo.diagnostics import check_region_ratio
 from mrtpo.tasks import get_task
 
@@ -50,8 +50,8 @@ plots.save(fig, f"open_questions_s_beta_{task}_{model}")
 # ## 3. Cost vs gain: joint replay (one forward) vs per-reward replay (K forwards)
 
 # %%
-arms = report.arm_runs(task, ["gdpo", "joint", "mrtpo"], model, seeds, steps, force)
-display(report.cost_gain(arms, report.answer_metric(task), "table5_ablation"))
+arms = evidence.arm_runs(task, ["gdpo", "joint", "mrtpo"], model, seeds, steps, force)
+display(evidence.cost_gain(arms, report.answer_metric(task), "table5_ablation"))
 
 # %% [markdown]
 # ## 5. Replay rate per task (effective K), and 4. localisation vs gain across tasks

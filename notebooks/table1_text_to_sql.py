@@ -32,14 +32,14 @@ task = "sql"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 
 # %%
-from mrtpo import report
+from mrtpo import evidence, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = report.main_table(task, model, seeds, steps, force, methods)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
 paper = report.paper("table1_text_to_sql")
 metric = report.answer_metric(task)
 pairs = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"), ("mrtpo", "opsd"), ("mrtpo", "entropy")]
-verdicts = report.verdict_table(arms, pairs, metric, "table1_text_to_sql", "six-benchmark avg execution accuracy")
+verdicts = evidence.verdict_table(arms, pairs, metric, "table1_text_to_sql", "six-benchmark avg execution accuracy")
 
 # %% [markdown]
 # ## Verdicts
@@ -50,7 +50,7 @@ verdicts = report.verdict_table(arms, pairs, metric, "table1_text_to_sql", "six-
 
 # %%
 display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
-print(report.verdict_sentence(verdicts))
+print(evidence.verdict_sentence(verdicts))
 
 # %% [markdown]
 # ## The table
@@ -60,7 +60,7 @@ print(report.verdict_sentence(verdicts))
 # seeds; a different scale and benchmark: compare the order of the rows, not the digits).
 
 # %%
-display(report.main_view(table, paper[paper.metric == "six-benchmark avg execution accuracy"]))
+display(evidence.main_view(table, paper[paper.metric == "six-benchmark avg execution accuracy"]))
 
 # %% [markdown]
 # ## Noise and power
@@ -69,10 +69,10 @@ display(report.main_view(table, paper[paper.metric == "six-benchmark avg executi
 # seeds present can detect (paired t-test, 80% power) and the seeds a difference of 0.05 needs.
 
 # %%
-display(report.noise_table(arms, metric).round(3).set_index("method"))
-power = report.power_table(arms, pairs, metric)
+display(evidence.noise_table(arms, metric).round(3).set_index("method"))
+power = evidence.power_table(arms, pairs, metric)
 display(power.round(3).set_index("comparison"))
-print(report.power_sentence(power))
+print(evidence.power_sentence(power))
 
 # %% [markdown]
 # **Reading the page.** The verdicts come from the intervals, not from the means: a mean difference whose

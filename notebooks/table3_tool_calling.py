@@ -30,14 +30,14 @@ task = "tool"
 methods = ["grpo", "gdpo", "mrtpo"]
 
 # %%
-from mrtpo import report
+from mrtpo import evidence, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = report.main_table(task, model, seeds, steps, force, methods)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
 paper = report.paper("table3_tool_calling")
 metric = report.answer_metric(task)
 pairs = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo")]
-verdicts = report.verdict_table(arms, pairs, metric, "table3_tool_calling")
+verdicts = evidence.verdict_table(arms, pairs, metric, "table3_tool_calling")
 
 # %% [markdown]
 # ## Verdicts
@@ -48,7 +48,7 @@ verdicts = report.verdict_table(arms, pairs, metric, "table3_tool_calling")
 
 # %%
 display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
-print(report.verdict_sentence(verdicts))
+print(evidence.verdict_sentence(verdicts))
 
 # %% [markdown]
 # ## The table
@@ -57,7 +57,7 @@ print(report.verdict_sentence(verdicts))
 # numbers (a different scale and benchmark: compare the order of the rows, not the digits).
 
 # %%
-display(report.main_view(table, paper))
+display(evidence.main_view(table, paper))
 
 # %% [markdown]
 # ## Noise and power
@@ -66,10 +66,10 @@ display(report.main_view(table, paper))
 # seeds present can detect (paired t-test, 80% power) and the seeds a difference of 0.05 needs.
 
 # %%
-display(report.noise_table(arms, metric).round(3).set_index("method"))
-power = report.power_table(arms, pairs, metric)
+display(evidence.noise_table(arms, metric).round(3).set_index("method"))
+power = evidence.power_table(arms, pairs, metric)
 display(power.round(3).set_index("comparison"))
-print(report.power_sentence(power))
+print(evidence.power_sentence(power))
 
 # %% [markdown]
 # **Reading the page.** Tool calling is where the paper's relevance is best localised (about 6x uniform,

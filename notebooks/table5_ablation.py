@@ -32,10 +32,10 @@ task = "sql"
 methods = ["gdpo", "mrtpo", "joint", "shuffled", "entropy", "gdpo+saw", "mrtpo+saw"]
 
 # %%
-from mrtpo import plots, report
+from mrtpo import evidence, plots, report
 
 plan = report.check_model(task, model)
-arms = report.arm_runs(task, methods, model, seeds, steps, force)
+arms = evidence.arm_runs(task, methods, model, seeds, steps, force)
 runs = [r for rs in arms.values() for r in rs]
 evals = report.evaluations(runs)
 metric = report.answer_metric(task)
@@ -43,7 +43,7 @@ metric = report.answer_metric(task)
 bench, decoding = evals.benchmark.iloc[0], ("temp1" if "temp1" in set(evals.decoding) else "greedy")
 pairs = [("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"), ("mrtpo", "gdpo+saw"),
          ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"), ("entropy", "gdpo"), ("gdpo+saw", "gdpo")]
-verdicts = report.verdict_table(arms, pairs, metric, "table5_ablation", benchmark=bench, decoding=decoding)
+verdicts = evidence.verdict_table(arms, pairs, metric, "table5_ablation", benchmark=bench, decoding=decoding)
 
 # %% [markdown]
 # ## Verdicts
@@ -55,7 +55,7 @@ verdicts = report.verdict_table(arms, pairs, metric, "table5_ablation", benchmar
 
 # %%
 display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
-print(report.verdict_sentence(verdicts))
+print(evidence.verdict_sentence(verdicts))
 
 # %% [markdown]
 # ## Cost beside gain
@@ -66,7 +66,7 @@ print(report.verdict_sentence(verdicts))
 # times on a shared machine: indicative only).
 
 # %%
-display(report.cost_gain(arms, metric, "table5_ablation", "gdpo", bench, decoding))
+display(evidence.cost_gain(arms, metric, "table5_ablation", "gdpo", bench, decoding))
 
 # %%
 fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == bench) & (evals.decoding == decoding)],
@@ -77,10 +77,10 @@ plots.save(fig, f"table5_{task}_{model}")
 # ## Noise and power
 
 # %%
-display(report.noise_table(arms, metric, bench, decoding).round(3).set_index("method"))
-power = report.power_table(arms, pairs, metric, benchmark=bench, decoding=decoding)
+display(evidence.noise_table(arms, metric, bench, decoding).round(3).set_index("method"))
+power = evidence.power_table(arms, pairs, metric, benchmark=bench, decoding=decoding)
 display(power.round(3).set_index("comparison"))
-print(report.power_sentence(power[power["comparison"].isin(["mrtpo − gdpo", "mrtpo − entropy"])]))
+print(evidence.power_sentence(power[power["comparison"].isin(["mrtpo − gdpo", "mrtpo − entropy"])]))
 
 # %% [markdown]
 # **Reading the page.** "extra forwards per response" is the replay's cost in forwards per sampled response

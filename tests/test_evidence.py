@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrtpo import report
+from mrtpo import evidence, report
 from mrtpo.diagnostics import check_region_ratio
 from mrtpo.manifest import write_manifest
 from mrtpo.results import Run
@@ -52,8 +52,8 @@ def test_compare_resamples_prompts_when_every_shared_run_has_them_and_seeds_only
     rng = np.random.default_rng(0)
     a = [fake_run(tmp_path / "a", "mrtpo", s, values(rng, 0.6)) for s in (0, 1, 2)]
     b = [fake_run(tmp_path / "b", "gdpo", s, values(rng, 0.4)) for s in (0, 1, 2, 3)]
-    c = report.compare(a, b, "execution_match", claimed=0.016)
-    va, vb = report.seed_values(a, "execution_match"), report.seed_values(b, "execution_match")
+    c = evidence.compare(a, b, "execution_match", claimed=0.016)
+    va, vb = evidence.seed_values(a, "execution_match"), evidence.seed_values(b, "execution_match")
     assert c["shared_seeds"] == [0, 1, 2] and c["resampled"] == "seeds × prompts" and c["prompts"] == PROMPTS
     assert c["diff"] == pytest.approx(np.mean([va[s] - vb[s] for s in (0, 1, 2)]))
     assert c["lo"] < c["diff"] < c["hi"] and c["b_seeds"] == [0, 1, 2, 3] and c["a_mean"] == pytest.approx(np.mean(list(va.values())))
@@ -61,10 +61,10 @@ def test_compare_resamples_prompts_when_every_shared_run_has_them_and_seeds_only
     old = [fake_run(tmp_path / "old", "mrtpo", 0, values(rng, 0.6))] + a[1:]
     (old[0].path / "eval_prompts.csv").unlink()
     write_manifest(old[0].path)
-    assert report.compare(old, b, "execution_match")["resampled"] == "seeds only"
+    assert evidence.compare(old, b, "execution_match")["resampled"] == "seeds only"
     # other evaluation prompts (a different data digest): never paired prompt by prompt
     other = [fake_run(tmp_path / "other", "gdpo", s, values(rng, 0.4), digest="d1") for s in (0, 1, 2)]
-    assert report.compare(a, other, "execution_match")["resampled"] == "seeds only"
+    assert evidence.compare(a, other, "execution_match")["resampled"] == "seeds only"
 
 
 def test_a_component_metric_is_paired_over_its_components(tmp_path):
@@ -79,10 +79,10 @@ def test_a_component_metric_is_paired_over_its_components(tmp_path):
 
     a = [fake_run(tmp_path / "a", "mrtpo", s, slot_values(0.7), slots) for s in (0, 1)]
     b = [fake_run(tmp_path / "b", "gdpo", s, slot_values(0.3), slots) for s in (0, 1)]
-    c = report.compare(a, b, "constraint_mean")
-    va, vb = report.seed_values(a, "constraint_mean"), report.seed_values(b, "constraint_mean")
+    c = evidence.compare(a, b, "constraint_mean")
+    va, vb = evidence.seed_values(a, "constraint_mean"), evidence.seed_values(b, "constraint_mean")
     assert c["resampled"] == "seeds × prompts" and c["diff"] == pytest.approx(np.mean([va[s] - vb[s] for s in (0, 1)]))
-    se, how = report.run_eval_se(a[0], "constraint_mean")
+    se, how = evidence.run_eval_se(a[0], "constraint_mean")
     assert how == "prompts" and 0 < se < 0.2
 
 
@@ -91,7 +91,7 @@ def test_verdict_table_power_and_noise(tmp_path):
     arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
             "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.9)) for s in (0, 1)],
             "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.9))], "opsd": []}
-    table = report.verdict_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "opsd"), ("joint", "gdpo")], "execution_match",
+    table = evidence.verdict_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "opsd"), ("joint", "gdpo")], "execution_match",
                                  "table5_ablation")
     assert table["comparison"].tolist() == ["mrtpo − gdpo", "joint − gdpo"]  # no opsd runs: no row
     row = table.set_index("comparison").loc["mrtpo − gdpo"]
@@ -99,17 +99,17 @@ def test_verdict_table_power_and_noise(tmp_path):
     assert row["paper"] == "+1.60 points" and row["verdict"] == "reproduced"  # 0.9 against 0.4 on the same prompts
     one = table.set_index("comparison").loc["joint − gdpo"]  # as large, but on one shared seed: no seed noise in it
     assert one["interval over"] == "prompts only: one shared seed" and one["lo"] > 0 and one["verdict"] == "inconclusive"
-    sentence = report.verdict_sentence(table)
+    sentence = evidence.verdict_sentence(table)
     assert "1 of 2 comparisons show a gap" in sentence and "one shared seed (joint − gdpo)" in sentence
-    power = report.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},
+    power = evidence.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},
                                [("mrtpo", "gdpo"), ("joint", "solo")], "execution_match").set_index("comparison")
-    v = {m: report.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
+    v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
     assert power.at["mrtpo − gdpo", "measured"] == "paired"
     assert power.at["mrtpo − gdpo", "sd of the difference"] == pytest.approx(np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1)], ddof=1))
     assert "pooled" in power.at["joint − solo", "measured"]  # neither arm has two seeds: the task's spread
     assert power.at["joint − solo", "seeds for 0.05 at 80% power"] >= 3
     assert power.at["joint − solo", "detectable at 3 seeds"] > power.at["joint − solo", "detectable at 5 seeds"]
-    noise = report.noise_table(arms, "execution_match").set_index("method")
+    noise = evidence.noise_table(arms, "execution_match").set_index("method")
     assert noise.at["gdpo", "seeds"] == "0, 1, 2" and noise.at["gdpo", "evaluation s.e. from"] == "prompts"
     assert noise.at["gdpo", "seed std (observed)"] == pytest.approx(np.std(list(v["gdpo"].values()), ddof=1))
 
@@ -119,19 +119,19 @@ def test_cost_beside_gain(tmp_path):
     arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4)) for s in (0, 1)],
             "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.6)) for s in (0, 1)],
             "entropy": [fake_run(tmp_path / "e", "entropy", 0, values(rng, 0.5))], "joint": []}
-    view = report.cost_gain(arms, "execution_match", "table5_ablation")
+    view = evidence.cost_gain(arms, "execution_match", "table5_ablation")
     assert list(view.index) == ["gdpo", "mrtpo", "entropy"]
     assert view.loc["mrtpo", "extra forwards per response"] == "2.50" and view.loc["entropy", "extra forwards per response"] == "0.00"
     assert view.loc["mrtpo", "step time / gdpo's"] == "1.50" and view.loc["gdpo", "gain over gdpo (95% interval)"] == "—"
-    c = report.compare(arms["mrtpo"], arms["gdpo"], "execution_match")
-    assert view.loc["mrtpo", "gain over gdpo (95% interval)"] == report.interval_text(c["diff"], c["lo"], c["hi"])
+    c = evidence.compare(arms["mrtpo"], arms["gdpo"], "execution_match")
+    assert view.loc["mrtpo", "gain over gdpo (95% interval)"] == evidence.interval_text(c["diff"], c["lo"], c["hi"])
     assert view.loc["mrtpo", "seed ids"] == "0, 1" and view.loc["mrtpo", "paper: Qwen2.5-Coder-7B (± std)"] == "73.15 ± —"
 
 
 def test_paper_claims_on_our_scale():
-    text, claimed = report.paper_claim("table1_text_to_sql", "mrtpo", "gdpo", "six-benchmark avg execution accuracy")
+    text, claimed = evidence.paper_claim("table1_text_to_sql", "mrtpo", "gdpo", "six-benchmark avg execution accuracy")
     assert text == "+1.28 (3B); +1.60 (7B) points" and claimed == pytest.approx((1.28 + 1.60) / 200)
-    assert report.paper_claim("table5_ablation", "mrtpo", "entropy") == ("not in the paper", None)
+    assert evidence.paper_claim("table5_ablation", "mrtpo", "entropy") == ("not in the paper", None)
 
 
 def test_replay_rate_divides_by_the_pairs_that_exist():

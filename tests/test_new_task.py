@@ -4,7 +4,7 @@ its tiny base, trains, evaluates and renders it without any other module knowing
 import pandas as pd
 import pytest
 
-from mrtpo import report
+from mrtpo import evidence, report
 from mrtpo.tasks import TASKS
 
 @pytest.fixture
@@ -24,9 +24,9 @@ def test_a_fourth_task_trains_evaluates_and_renders(toy):
     assert set(run.eval["synthetic_test"]["temp1"]) == {"format", "match"}
     assert run.base_recipe["recipe"]["noise"] == [{"kind": "tag", "p": 0.2, "gate": ["format"]}]
     assert {"mrtpo/s", "mrtpo/match/frac_groups_nonzero_std"} <= set(run.metrics.columns)
-    table, evals, fig, arms = report.main_table("repeat", "smoke", seeds=[0], methods=("gdpo", "mrtpo"))
+    table, evals, fig, arms = evidence.main_table("repeat", "smoke", seeds=[0], methods=("gdpo", "mrtpo"))
     assert list(table["method"]) == ["gdpo", "mrtpo"] and table["temp1_mean"].between(0, 1).all()
-    verdicts = report.verdict_table(arms, [("mrtpo", "gdpo")], "match")
+    verdicts = evidence.verdict_table(arms, [("mrtpo", "gdpo")], "match")
     assert verdicts["interval over"].tolist() == ["prompts only: one shared seed"]  # a new run stores per-prompt results
     assert isinstance(report.localisation(run), pd.DataFrame)
     assert report.check_model("repeat", "smoke")["data"] == "synthetic words to repeat"

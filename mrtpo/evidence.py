@@ -1,0 +1,372 @@
+"""Seeds, paired comparisons, verdicts and power over run folders: what the result pages compute from the runs
+(the statistics themselves are ``mrtpo.stats``; reading runs and the paper's numbers is ``mrtpo.report``)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import runs as runner
+from .report import (PAPER_METHOD, answer_metric, beside_paper, components, estimate, evaluations, grid, localisation,
+                     metrics, number, paper, summary)
+from .results import Run, run_folders
+
+
+def finished(task: str, method: str, model: str = "tiny", steps: int | None = None, **overrides) -> list[Run]:
+    """Every finished run of ``method`` on ``task`` with these settings, one per seed found; never trains."""
+    label = runner.resolve(task, method, model, steps=steps, **overrides).label
+    seeds = sorted({json.loads((p / "config.json").read_text())["config"]["seed"]
+                    for p in run_folders(task) if p.parent.name == model and p.name.startswith(f"{label}-")})
+    return [r for s in seeds if (r := runner.find(task, method, model, seed=s, steps=steps, **overrides)) is not None]
+
+
+def arm_runs(task: str, methods, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False,
+             **overrides) -> dict[str, list[Run]]:
+    """Per method, its runs in seed order: the ``seeds`` asked for (trained or reused, :func:`grid`) and every other
+    seed already finished with the same settings. Tables show every seed present; nothing else is trained."""
+    out = {}
+    for method in methods:
+        asked = grid(task, [method], model, seeds, steps, force, **overrides)
+        by_seed = {r.config["config"]["seed"]: r for r in finished(task, method, model, steps, **overrides) + asked}
+        out[method] = [by_seed[s] for s in sorted(by_seed)]
+    return out
+
+
+def seed_values(runs: list[Run], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> dict[int, float]:
+    """{seed: the run's held-out ``metric``} over these runs of one arm."""
+    sel = evaluations(runs)
+    sel = sel[(sel.metric == metric) & (sel.benchmark == benchmark) & (sel.decoding == decoding)]
+    return {int(seed): float(value) for seed, value in zip(sel["seed"], sel["value"])}
+
+
+def prompt_values(run: Run, metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1"):
+    """(P, M) per-prompt values of ``metric``'s components (:func:`components`) in prompt order, or None for a
+    run folder written without per-prompt evaluation."""
+    per_prompt = run.eval_prompts
+    if per_prompt is None:
+        return None
+    sel = per_prompt[(per_prompt.benchmark == benchmark) & (per_prompt.decoding == decoding)]
+    parts = components(metric, sel.metric.unique())
+    return sel[sel.metric.isin(parts)].pivot(index="prompt", columns="metric", values="value")[parts].to_numpy(float)
+
+
+def run_eval_se(run: Run, metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> tuple[float, str]:
+    """(evaluation s.e. of one run's ``metric``, how it was measured): from its evaluation prompts
+    (``stats.evaluation_se``, a bootstrap over prompts) when the folder has them; otherwise the binomial s.e. over
+    prompts x samples (``stats.binomial_se``), a lower bound since samples of one prompt are correlated."""
+    from . import stats
+
+    x = prompt_values(run, metric, benchmark, decoding)
+    if x is not None:
+        return stats.evaluation_se(x), "prompts"
+    cfg = run.config["config"]
+    value = seed_values([run], metric, benchmark, decoding)[cfg["seed"]]
+    draws = (cfg["eval_samples"] if decoding == "temp1" else 1) * int(run.eval[benchmark]["n_prompts"])
+    return stats.binomial_se(value, draws), "binomial"
+
+
+def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
+            claimed: float | None = None) -> dict:
+    """Arm A against arm B on ``metric``: each arm's mean ± s.e. over its seeds, and A − B over the seeds both
+    share with its 95% paired-bootstrap interval (``stats.paired_difference``: over seeds and evaluation prompts
+    when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise) and the
+    verdict against the ``claimed`` difference (``stats.verdict``; "inconclusive" with one shared seed, whose
+    interval, if any, holds no seed-to-seed noise)."""
+    from . import stats
+
+    va, vb = seed_values(a, metric, benchmark, decoding), seed_values(b, metric, benchmark, decoding)
+    shared = sorted(set(va) & set(vb))
+    ra = {r.config["config"]["seed"]: r for r in a}
+    rb = {r.config["config"]["seed"]: r for r in b}
+    pa = [prompt_values(ra[s], metric, benchmark, decoding) for s in shared]
+    pb = [prompt_values(rb[s], metric, benchmark, decoding) for s in shared]
+    same_prompts = len({r.config["data"].get(benchmark) for r in [ra[s] for s in shared] + [rb[s] for s in shared]}) == 1
+    if shared and same_prompts and all(x is not None for x in pa + pb) and len({x.shape for x in pa + pb}) == 1:
+        diff = stats.paired_difference(np.stack(pa), np.stack(pb))
+    else:
+        diff = stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]))
+    (ma, sa, na), (mb, sb, nb) = stats.mean_se(list(va.values())), stats.mean_se(list(vb.values()))
+    # one shared seed: an interval over prompts holds no seed-to-seed noise, the larger part at the tiny scale
+    judged = stats.verdict(diff["lo"], diff["hi"], claimed) if len(shared) >= 2 else "inconclusive"
+    return {"a_mean": ma, "a_se": sa, "a_seeds": sorted(va), "b_mean": mb, "b_se": sb, "b_seeds": sorted(vb),
+            "shared_seeds": shared, **diff, "verdict": judged}
+
+
+def interval_text(value: float, lo: float, hi: float, digits: int = 3, sign: str = "+") -> str:
+    """``+0.030 [-0.050, +0.110]`` (``sign=""`` for a quantity that is not a difference); "[no interval]" where
+    there is none."""
+    if value != value:
+        return "—"
+    bounds = f"[{lo:{sign}.{digits}f}, {hi:{sign}.{digits}f}]" if lo == lo and hi == hi else "[no interval]"
+    return f"{value:{sign}.{digits}f} {bounds}"
+
+
+def seeds_text(seeds) -> str:
+    return ", ".join(map(str, seeds)) if len(seeds) else "none"
+
+
+def paper_gaps(name: str, better: str, worse: str, metric: str | None = None) -> dict[str, float]:
+    """The paper's ``better`` − ``worse`` in points, per model (and metric) of ``results/paper/<name>.csv`` that
+    reports both; ``better``/``worse`` are our method names (:data:`PAPER_METHOD`)."""
+    df = paper(name)
+    if metric is not None:
+        df = df[df.metric == metric]
+    better, worse = PAPER_METHOD.get(better, better), PAPER_METHOD.get(worse, worse)
+    keys = [k for k in ("model", "metric") if k in df and df[k].nunique() > 1]
+    gaps = {}
+    for names, part in (df.groupby(keys, sort=False) if keys else [((), df)]):
+        by = part.set_index("method")["score"]
+        names = names if isinstance(names, tuple) else (names,)
+        if better in by.index and worse in by.index:
+            gaps[", ".join(map(str, names))] = float(by[better] - by[worse])
+    return gaps
+
+
+def paper_claim(name: str, better: str, worse: str, metric: str | None = None) -> tuple[str, float | None]:
+    """(the paper's ``better`` − ``worse`` as text, the claimed difference on our 0–1 scale: the median of its
+    gaps / 100, or None where the paper has no such comparison)."""
+    gaps = {", ".join(part.split("-")[-1] if part.startswith("Qwen") else part for part in key.split(", ")): g
+            for key, g in paper_gaps(name, better, worse, metric).items()}  # "Qwen2.5-Coder-7B" -> "7B"
+    if not gaps:
+        return "not in the paper", None
+    if len(gaps) > 2:
+        text = f"{min(gaps.values()):+.2f} to {max(gaps.values()):+.2f} points ({len(gaps)} models x benchmarks)"
+    else:
+        text = "; ".join(f"{g:+.2f}" + (f" ({k})" if k else "") for k, g in gaps.items()) + " points"
+    return text, float(np.median(list(gaps.values()))) / 100
+
+
+def verdict_table(arms: dict[str, list[Run]], pairs, metric: str, paper_name: str | None = None,
+                  paper_metric: str | None = None, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
+    """The page's opening table: per pair (A, B) of ``pairs`` whose arms both have runs, the paper's A − B
+    (``paper_claim`` of ``results/paper/<paper_name>.csv``), ours A − B with its 95% interval over the shared seeds,
+    those seeds, what the interval resamples, and the verdict (:func:`compare`: a gap only when the interval
+    excludes 0; "not reproduced" when it holds 0 and excludes the paper's size; "inconclusive" otherwise and with
+    one shared seed)."""
+    rows = []
+    for a, b in pairs:
+        if not arms.get(a) or not arms.get(b):
+            continue
+        text, claimed = paper_claim(paper_name, a, b, paper_metric) if paper_name else ("—", None)
+        c = compare(arms[a], arms[b], metric, benchmark, decoding, claimed)
+        rows.append({"comparison": f"{a} − {b}", "paper": text, "ours (95% interval)": interval_text(c["diff"], c["lo"], c["hi"]),
+                     "shared seeds": seeds_text(c["shared_seeds"]), "interval over": c["resampled"], "verdict": c["verdict"],
+                     "diff": c["diff"], "lo": c["lo"], "hi": c["hi"]})
+    return pd.DataFrame(rows, columns=["comparison", "paper", "ours (95% interval)", "shared seeds", "interval over",
+                                       "verdict", "diff", "lo", "hi"])
+
+
+def verdict_sentence(table: pd.DataFrame) -> str:
+    """One sentence from a :func:`verdict_table`: which comparisons show a gap (interval excluding 0) and which not."""
+    if table.empty:
+        return "No comparison has runs of both arms."
+    gaps = table[table["verdict"].isin(["reproduced", "contradicted"])]
+    parts = [f"{len(gaps)} of {len(table)} comparisons show a gap (95% interval excluding 0)"
+             + (": " + "; ".join(f"{r.comparison} {r.diff:+.3f} ({r.verdict})" for r in gaps.itertuples()) if len(gaps) else "")]
+    one = table[table["interval over"].str.startswith(("none", "prompts only"))]
+    if len(one):
+        parts.append(f"{len(one)} rest on one shared seed ({', '.join(one['comparison'])}), so their interval, if any, "
+                     "holds no seed-to-seed noise")
+    return "; ".join(parts) + "."
+
+
+def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0.05, power: float = 0.8,
+                benchmark: str = "synthetic_test", decoding: str = "temp1", at=(3, 5)) -> pd.DataFrame:
+    """Per pair (A, B): the standard deviation of A − B over seeds (``stats.sd_of_differences``: paired from two
+    shared seeds, otherwise from the arms' own spread, otherwise from the spread pooled over every arm of
+    ``arms`` with two seeds or more), the difference detectable with ``power`` (two-sided paired t-test, alpha
+    0.05) at the seeds shared now and at ``at`` seeds, and the seeds a difference of ``delta`` needs (at least 3)."""
+    from . import stats
+
+    values = {m: seed_values(runs, metric, benchmark, decoding) for m, runs in arms.items() if runs}
+    pooled = stats.pooled_sd([v.values() for v in values.values()])
+    rows = []
+    for a, b in pairs:
+        if a not in values or b not in values:
+            continue
+        sd, how = stats.sd_of_differences(values[a], values[b], fallback=pooled)
+        shared = len(set(values[a]) & set(values[b]))
+        need = stats.seeds_for_power(sd, delta, power)
+        row = {"comparison": f"{a} − {b}", "sd of the difference": sd, "measured": how, "shared seeds": shared,
+               "detectable now": stats.detectable_difference(sd, shared, power)}
+        row.update({f"detectable at {n} seeds": stats.detectable_difference(sd, n, power) for n in at})
+        row[f"seeds for {delta:g} at {power:.0%} power"] = max(3, need) if need is not None else None
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def power_sentence(power: pd.DataFrame, delta: float = 0.05) -> str:
+    """One sentence per row of a :func:`power_table`: the seeds ``delta`` needs, or why the power is unknown."""
+    out = []
+    for row in power.to_dict("records"):
+        need = row.get(f"seeds for {delta:g} at 80% power")
+        if need is None or need != need:
+            out.append(f"{row['comparison']}: no arm has two seeds yet, so the seed-to-seed spread and the power are unknown.")
+        else:
+            out.append(f"{row['comparison']}: a difference of {delta:g} needs {int(need)} seeds per arm at 80% power "
+                       f"(sd of the difference {row['sd of the difference']:.3f}, {row['measured']}); "
+                       f"3 seeds detect {number(row['detectable at 3 seeds'])}.")
+    return "\n".join(out)
+
+
+def noise_table(arms: dict[str, list[Run]], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
+    """Per arm: seeds, seed-to-seed std of the metric, the evaluation's own s.e. (:func:`run_eval_se`, mean over
+    runs) and the seed component once the evaluation noise is taken out (``stats.noise_components``)."""
+    from . import stats
+
+    rows = []
+    for method, runs in arms.items():
+        if not runs:
+            continue
+        values = seed_values(runs, metric, benchmark, decoding)
+        ses = [run_eval_se(r, metric, benchmark, decoding) for r in runs]
+        noise = stats.noise_components(list(values.values()), [se for se, _ in ses])
+        rows.append({"method": method, "seeds": seeds_text(sorted(values)), "seed std (observed)": noise["sd_observed"],
+                     "evaluation s.e.": noise["eval_se"], "evaluation s.e. from": "/".join(sorted({h for _, h in ses})),
+                     "seed std (evaluation noise removed)": noise["sd_seed"]})
+    return pd.DataFrame(rows)
+
+
+def extra_forwards(m: pd.DataFrame) -> pd.Series:
+    """Per method, the forwards a step adds per sampled response beyond GDPO's: the replay's
+    (``mrtpo/replay_forwards_per_response``) plus OPSD's teacher (``opsd/teacher_forwards_per_response``), mean
+    over steps; 0 for a method that logs neither (GRPO, GDPO, the entropy arm: no extra forward)."""
+    cols = [c for c in ("mrtpo/replay_forwards_per_response", "opsd/teacher_forwards_per_response") if c in m]
+    return m.groupby("method", sort=False)[cols].mean().fillna(0.0).sum(axis=1) if cols else \
+        pd.Series(0.0, index=m["method"].unique())
+
+
+def cost_gain(arms: dict[str, list[Run]], metric: str, paper_name: str | None = None, baseline: str = "gdpo",
+              benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
+    """The ablation's cost beside its gain, one row per method of ``arms`` with runs: the seeds, held-out
+    ``metric`` (mean ± s.e. over seeds), the paper's number (``results/paper/<paper_name>.csv``), the gain over
+    ``baseline`` with its 95% interval (:func:`compare`), the forwards a step adds per sampled response
+    (:func:`extra_forwards`) and the median step time relative to the baseline's."""
+    arms = {m: runs for m, runs in arms.items() if runs}
+    runs = [r for rs in arms.values() for r in rs]
+    table = summary(evaluations(runs), metric, benchmark, decoding)
+    steps_df = metrics(runs)
+    forwards = extra_forwards(steps_df)
+    step_s = steps_df.groupby("method")["step_time"].median()
+    view = beside_paper(table, paper(paper_name) if paper_name else pd.DataFrame(columns=["model", "method", "score"]),
+                        {f"ours: held-out {metric} (± s.e.)": ("mean", "se")})
+    view.insert(1, "seed ids", [seeds_text(sorted(seed_values(arms[m], metric, benchmark, decoding))) for m in table["method"]])
+    gains = {m: compare(arms[m], arms[baseline], metric, benchmark, decoding) for m in table["method"] if m != baseline}
+    view[f"gain over {baseline} (95% interval)"] = [interval_text(gains[m]["diff"], gains[m]["lo"], gains[m]["hi"])
+                                                    if m in gains else "—" for m in table["method"]]
+    view["extra forwards per response"] = [number(forwards.get(m), 2) for m in table["method"]]
+    view[f"step time / {baseline}'s"] = [number(step_s[m] / step_s[baseline], 2) for m in table["method"]]
+    return view
+
+
+# ----------------------------------------------------------------------------------------------------
+# the main tables
+
+
+def main_view(table: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:
+    """A main table as its page shows it: per method, the seeds, ours (held-out answer metric at temperature 1,
+    ± s.e. over seeds), the evaluation's own s.e., and the paper's ``paper_rows`` beside them."""
+    view = beside_paper(table, paper_rows, {"ours: held-out, temperature 1 (± s.e. over seeds)": ("temp1_mean", "temp1_se")})
+    view.insert(1, "seed ids", table["seed ids"].to_numpy())
+    view.insert(3, "evaluation s.e.", [number(se) for se in table["temp1_eval_se"]])
+    return view
+
+
+def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo")):
+    """Main-table runs of one task: (table, evaluations, figure, arms). The table has one row per method with the
+    held-out answer metric at temperature 1 (mean, std and s.e. over every seed present, the seeds) and greedy,
+    and the evaluation's own s.e. (:func:`run_eval_se`, mean over the method's runs); ``arms`` maps each method
+    to its runs (:func:`arm_runs`), for :func:`verdict_table`."""
+    from . import plots
+
+    arms = arm_runs(task, methods, model, seeds, steps, force)
+    evals = evaluations([r for runs in arms.values() for r in runs])
+    metric = answer_metric(task)
+    table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std", "se": "temp1_se"})
+    greedy = summary(evals, metric, decoding="greedy")[["method", "mean"]].rename(columns={"mean": "greedy"})
+    table = table.merge(greedy, on="method")
+    table["seed ids"] = [seeds_text(sorted(seed_values(arms[m], metric))) for m in table["method"]]
+    table["temp1_eval_se"] = [float(np.mean([run_eval_se(r, metric)[0] for r in arms[m]])) for m in table["method"]]
+    sel = evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")]
+    fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}")
+    plots.save(fig, f"main_table_{task}_{model}")
+    return table, evals, fig, arms
+
+
+# ----------------------------------------------------------------------------------------------------
+# the landing page: the paper's claims against the committed runs
+
+
+def verdicts(model: str = "tiny") -> pd.DataFrame:
+    """The paper's headline claims, each against this repository's finished runs of ``model`` (every seed present;
+    nothing is trained here): claim, source (the paper's table or figure), the paper's number, ours with its 95%
+    interval, the interval (``est``, ``lo``, ``hi``), the null value (no effect) and the paper's value on our
+    scale (``claimed``), the verdict (``stats.verdict``) and the book page (notebook name) that shows it."""
+    from . import stats
+    from .diagnostics import check_region_ratio
+
+    rows = []
+
+    def add(claim, source, paper_says, ours, est, lo, hi, null, claimed):
+        name, page = source.split("|")
+        rows.append({"claim": claim, "source": name, "paper": paper_says, "ours": ours, "est": est, "lo": lo, "hi": hi,
+                     "null": null, "claimed": claimed, "verdict": stats.verdict(lo, hi, claimed, null), "page": page})
+
+    def gap(task, better, worse, name, page, metric=None):
+        text, claimed = paper_claim(name, better, worse, metric)
+        a, b = finished(task, better, model), finished(task, worse, model)
+        if not a or not b:
+            return text, "no runs", math.nan, math.nan, math.nan, claimed
+        c = compare(a, b, answer_metric(task), claimed=claimed)
+        ours = (f"{interval_text(c['diff'], c['lo'], c['hi'])} over seed{'s' * (len(c['shared_seeds']) > 1)} "
+                f"{seeds_text(c['shared_seeds'])} ({c['resampled']}); {better} {estimate(c['a_mean'], c['a_se'])} "
+                f"({len(c['a_seeds'])} seeds), {worse} {estimate(c['b_mean'], c['b_se'])} ({len(c['b_seeds'])} seeds)")
+        return text, ours, c["diff"], c["lo"], c["hi"], claimed
+
+    for task, what, name, page, metric in (
+            ("sql", "text-to-SQL", "table1_text_to_sql", "Table 1", "six-benchmark avg execution accuracy"),
+            ("if", "instruction following", "table2_instruction_following", "Table 2", None),
+            ("tool", "tool calling", "table3_tool_calling", "Table 3", None)):
+        text, ours, est, lo, hi, claimed = gap(task, "mrtpo", "gdpo", name, page, metric)
+        add(f"MRTPO above GDPO ({what})", f"{page}|{name}", text, ours, est, lo, hi, 0.0, claimed)
+    text, ours, est, lo, hi, claimed = gap("sql", "mrtpo", "joint", "table5_ablation", "Table 5")
+    add("per-reward replay above joint replay (text-to-SQL)", "Table 5|table5_ablation", text, ours, est, lo, hi, 0.0, claimed)
+    text, ours, est, lo, hi, _ = gap("sql", "mrtpo", "entropy", "table5_ablation", "Table 5")
+    add("per-reward relevance above entropy weighting (text-to-SQL; not tested by the paper)", "issue 18|table5_ablation",
+        "not tested", ours, est, lo, hi, 0.0, None)
+
+    runs = finished("if", "mrtpo", model)
+    loc = localisation(runs[0]) if runs else pd.DataFrame()
+    t4 = paper("table4_localization").set_index("constraint_state")["ratio"]
+    groups = t4[t4.index.str.startswith("all ")]
+    if len(loc) > 1:
+        ratio = check_region_ratio(loc)
+        lo, hi = stats.bootstrap_interval(lambda i: check_region_ratio(loc.iloc[i]), len(loc))
+        ours = (f"ratio {interval_text(ratio, lo, hi, 2, sign='')}: {100 * loc['shift_share'].mean():.1f}% of the shift "
+                f"on {100 * loc['token_share'].mean():.1f}% of the tokens ({len(loc)} profiles, seed "
+                f"{runs[0].config['config']['seed']}; interval over profiles)")
+    else:
+        ratio = lo = hi = math.nan
+        ours = "no saved profiles"
+    add("each constraint's shift lands where its checker reads (instruction following)", "Table 4|table4_localization",
+        f"ratio {groups.min():g} to {groups.max():g} (all constraints); {t4['end phrase']:g} (end phrase)",
+        ours, ratio, lo, hi, 1.0, float(groups.min()))
+
+    runs = finished("sql", "mrtpo", model)
+    f6 = paper("fig6_concentration").set_index("task")
+    low, high = f6.at["text-to-SQL", "tokens_for_80pct_low"], f6.at["text-to-SQL", "tokens_for_80pct_high"]
+    conc = localisation(runs[0])["concentration80"].dropna().to_numpy() if runs else np.array([])
+    if len(conc) > 1:
+        m = float(conc.mean())
+        lo, hi = stats.bootstrap_interval(lambda i: conc[i].mean(), len(conc))
+        ours = (f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] of the tokens hold 80% of the shift (uniform: 80%; "
+                f"{len(conc)} profiles, interval over profiles)")
+    else:
+        m = lo = hi = math.nan
+        ours = "no saved profiles"
+    add("a reward's shift is concentrated on few tokens (text-to-SQL)", "Figure 6|fig6_concentration",
+        f"{low:g}–{high:g}% of the tokens hold 80% of the shift", ours, m, lo, hi, 0.8, (low + high) / 200)
+    return pd.DataFrame(rows)
