@@ -170,8 +170,20 @@ def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel
     sns.stripplot(df, x=x, y=y, hue=hue, dodge=hue is not None, jitter=False, size=4, ax=ax, legend=False, **dots)
     ax.set_ylabel(ylabel or y)
     ax.set_title(title)
+    _readable_ticks(ax)
     fig.tight_layout()
     return fig
+
+
+def _readable_ticks(ax, chars_per_slot: int = 11) -> None:
+    """Slant the category labels when the longest would not fit its slot (about 11 characters at 7 in wide),
+    so that names such as ``mrtpo+constlen`` never print over each other."""
+    labels = ax.get_xticklabels()
+    if labels and max(len(t.get_text()) for t in labels) * len(labels) > chars_per_slot * 8:
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in labels:
+            label.set_horizontalalignment("right")
+            label.set_rotation_mode("anchor")
 
 
 def verdict_chart(verdicts: pd.DataFrame, clip: float = 6.0):
@@ -217,5 +229,7 @@ def curves(df: pd.DataFrame, y: str, hue: str = "method", x: str = "step", ylabe
     sns.lineplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
     ax.set_ylabel(ylabel or y)
     ax.set_title(title)
+    if ax.get_legend() is not None:  # beside the axes: inside, it hides the curves it names
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig

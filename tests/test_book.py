@@ -108,3 +108,23 @@ def test_relevance_as_text_escapes_tokens_and_underlines_the_read_region():
     assert html.count("text-decoration:underline") == 1 + 1  # the read token, and the legend's example
     assert "format: reward 1" in html
     assert len(shown.figure().axes) == 1
+
+
+def test_figures_keep_long_method_names_and_legends_off_the_data():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from mrtpo import plots
+
+    methods = ["gdpo", "mrtpo", "opsd", "gdpo+saw", "gdpo+constlen", "mrtpo+constlen", "mrtpo-sub_rewards"]
+    fig = plots.method_bars(pd.DataFrame({"method": methods, "value": range(len(methods))}), "method", "value")
+    assert all(label.get_rotation() == 30 for label in fig.axes[0].get_xticklabels())
+    short = plots.method_bars(pd.DataFrame({"method": ["gdpo", "mrtpo"], "value": [0, 1]}), "method", "value")
+    assert all(label.get_rotation() == 0 for label in short.axes[0].get_xticklabels())
+    steps = pd.DataFrame({"step": [0, 1, 0, 1], "method": ["gdpo", "gdpo", "mrtpo", "mrtpo"], "len": [1, 2, 3, 4]})
+    ax = plots.curves(steps, "len").axes[0]
+    fig2 = ax.figure
+    fig2.canvas.draw()
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= axes_box.x1  # beside the axes, not over the curves
+    plt.close("all")
