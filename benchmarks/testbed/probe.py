@@ -12,7 +12,16 @@ Plus reading (answer reward with all Z blocks minus without, sampled at temperat
 hidden-value prompts, and variance (share of groups of G samples from P_0 with non-zero reward std).
 
 Usage: ``python benchmarks/testbed/probe.py NAME '{"noise": [["structure", .35, ["execution_match"]]], ...}'``;
-appends one row per figure to results/testbed/attempts.csv.
+appends one row per figure to results/testbed/attempts.csv. The overrides are ``tiny.Recipe`` fields plus
+the warm-up options of ``EXTRA`` (not recipe fields; a non-default value is appended to the cache name):
+* ``copy_weight``: cross-entropy weight of the answer's value tokens (``copy_weighted_warmup``);
+* ``init_from``: a built base whose warm-up is continued with the recipe's mix (stage 2, ``continue_warmup``);
+* ``loo_blocks``: blocks shown none / all / all-but-one, a third each, as the trainer replays them (``loo_batches``);
+* ``robust_p`` (needs ``loo_blocks``): a noise whose gate block is shown is still applied with probability
+  ``robust_p``, the loss masked on the tokens it changed (``robust_labels``), so that the policy learns to
+  continue correctly after an error it samples under P_0 without learning to make it;
+* ``one_site`` (needs ``loo_blocks``): every corruption takes the first of its candidate sites (``FirstSite``),
+  one site per reward (text-to-SQL: SELECT misspelt, ``<think>`` dropped, the first applicable swap).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import difflib
 import json
 import math
 import statistics
@@ -45,7 +55,7 @@ FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value"
 
 
 #: warm-up options not (yet) in ``tiny.Recipe``; popped from the overrides and part of the cache name
-EXTRA = {"copy_weight": 1.0, "init_from": "", "loo_blocks": False}
+EXTRA = {"copy_weight": 1.0, "init_from": "", "loo_blocks": False, "robust_p": 0.0, "one_site": False}
 
 
 def recipe_from(overrides: dict, task: Task) -> tiny.Recipe:
@@ -127,34 +137,108 @@ def copy_weighted_warmup(copy_weight: float):
     return warmup
 
 
-def loo_sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts):
+def loo_batches(robust_p: float = 0.0, one_site: bool = False):
     """``tiny.sample_batch`` with the blocks shown drawn as the trainer uses them: none (P_0, what RL samples
     from), all (P_all) or all but one (P_minus_k), a third each, instead of each block independently.
     Independent blocks make "all shown" 1/8 of the examples, and the gate of region k on block k is then
-    learned loosely: under P_all the policy stayed uncertain where other blocks' noise goes (attempt B1)."""
+    learned loosely: under P_all the policy stayed uncertain where other blocks' noise goes (attempt B1).
 
-    def shown_for(ex):
-        u, keys = rng.random(), list(ex.z)
-        if u < 1 / 3:
-            return set()
-        if u < 2 / 3 or not keys:
-            return set(keys)
-        return set(keys) - {keys[int(rng.random() * len(keys))]}
+    ``robust_p``: for each noise whose gate block IS shown, its corruption is still applied with probability
+    ``robust_p``, with the loss masked on the tokens it changed (``robust_labels``): the policy learns to
+    continue correctly after an error it samples under P_0 without learning to make it. ``one_site``: every
+    corruption takes the first of its candidate sites (``FirstSite``). ``robust_p`` = 0 and ``one_site``
+    False draw the same random numbers as before these options (B2/B3 rebuild bit-identically)."""
 
-    return _loo_batch_impl(task, rng.sample(examples, recipe.batch), recipe, rng, words, tokenizer, counts, shown_for)
+    def sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts):
+        def shown_for(ex):
+            u, keys = rng.random(), list(ex.z)
+            if u < 1 / 3:
+                return set()
+            if u < 2 / 3 or not keys:
+                return set(keys)
+            return set(keys) - {keys[int(rng.random() * len(keys))]}
+
+        return _loo_batch_impl(task, rng.sample(examples, recipe.batch), recipe, rng, words, tokenizer, counts,
+                               shown_for, robust_p, one_site)
+
+    return sample_batch
 
 
-def _loo_batch_impl(task, chosen, recipe, rng, words, tokenizer, counts, shown_for):
+class FirstSite:
+    """The rng handed to ``Task.corrupt`` under ``one_site``: ``choice`` always returns the first candidate,
+    every other draw is the wrapped rng's. The corruptions of ``mrtpo.tasks.warmup`` draw their site with
+    ``rng.choice``, so each noise kind then has one site per response; text-to-SQL: ``syntax`` always
+    misspells SELECT (-> SELEC), ``tag`` always drops ``<think>``, ``structure`` applies the first entry of
+    ``SQL_SWAPS`` the answer holds. (A ``value`` corruption would always insert ``words[0]``: meant for SQL.)"""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def choice(self, seq):
+        return seq[0]
+
+    def __getattr__(self, name):
+        return getattr(self.rng, name)
+
+
+def changed_ranges(a, b) -> list[tuple[int, int]]:
+    """Ranges ``[j1, j2)`` of ``b`` that differ from ``a`` (``difflib.SequenceMatcher`` opcodes other than
+    equal): character ranges for two strings, token ranges for two id lists. A pure deletion is the empty
+    range ``(j1, j1)`` at the place in ``b`` where the deleted part of ``a`` was."""
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return [(j1, j2) for tag, _, _, j1, j2 in ops if tag != "equal"]
+
+
+def robust_labels(clean_ids: list[int], noisy_ids: list[int]) -> list[int]:
+    """Labels of ``noisy_ids`` (a corrupted target) with -100 on the tokens the corruption changed.
+
+    Compared token by token, not by character spans: ``FROM`` -> ``FRO`` tokenises as ``FR`` ``O`` and
+    ``</answer>`` -> ``</answer`` as ``<`` ``/`` ``answer``, so the first token of a corrupted word can keep
+    every character of the clean text and still not be the clean token at that place. A deletion masks the
+    token that stands where the deleted ones were (dropping ``<think>`` makes the first word the error;
+    dropping the last tag makes EOS the error, so the ids include EOS)."""
+    labels = list(noisy_ids)
+    for j1, j2 in changed_ranges(clean_ids, noisy_ids):
+        for j in range(j1, min(max(j2, j1 + 1), len(labels))):
+            labels[j] = -100
+    return labels
+
+
+def robust_target(task, ex, target: str, shown: dict, recipe, p: float, rng, words, counts: dict) -> str:
+    """``target`` with each noise whose gate block is in ``shown`` (for ``constraint`` noise: each shown block,
+    with its label) applied with probability ``p``: the complement of ``tiny.noisy_target``'s absent-block noise."""
+    for nz in recipe.noise:
+        if nz.kind == "constraint":
+            labels = [ex.labels.get(k, "") for k in ex.z if k in shown]
+        else:
+            labels = [""] if any(g in shown for g in nz.gate) else []
+        for label in labels:
+            if rng.random() < p:
+                noisy = task.corrupt(target, nz.kind, rng, words, label)
+                key = f"robust_{nz.kind}"
+                counts["noise_applied"][key] = counts["noise_applied"].get(key, 0) + (noisy != target)
+                target = noisy
+    return target
+
+
+def _loo_batch_impl(task, chosen, recipe, rng, words, tokenizer, counts, shown_for, robust_p=0.0, one_site=False):
+    site_rng = FirstSite(rng) if one_site else rng
     seqs = []
     for ex in chosen:
         keys = shown_for(ex)
         shown = {k: z for k, z in ex.z.items() if k in keys}
         counts["blocks_shown"] += len(shown)
         counts["blocks_total"] += len(ex.z)
-        target = tiny.noisy_target(task, ex, shown, recipe, rng, words, counts)
+        target = tiny.noisy_target(task, ex, shown, recipe, site_rng, words, counts)
         p_ids = tokenizer(tiny.render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
         r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-        seqs.append(((p_ids + r_ids)[: recipe.max_len], ([-100] * len(p_ids) + r_ids)[: recipe.max_len]))
+        r_labels = r_ids
+        if robust_p > 0:
+            robust = robust_target(task, ex, target, shown, recipe, robust_p, site_rng, words, counts)
+            if robust != target:
+                noisy_ids = tokenizer(robust, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+                r_ids, r_labels = noisy_ids, robust_labels(r_ids, noisy_ids)
+        seqs.append(((p_ids + r_ids)[: recipe.max_len], ([-100] * len(p_ids) + r_labels)[: recipe.max_len]))
     width = max(len(x[0]) for x in seqs)
     pad = tokenizer.pad_token_id
     return (torch.tensor([x[0] + [pad] * (width - len(x[0])) for x in seqs]),
@@ -182,7 +266,8 @@ def continue_warmup(task_name: str, recipe: tiny.Recipe, seed: int, init: Path, 
     stage1 = json.loads((init / "mrtpo_recipe.json").read_text())
     meta = {"task": task_name, "seed": seed, "recipe": dataclasses.asdict(recipe), "stage1": stage1["recipe"],
             "stage1_build_seconds": stage1["build_seconds"], "params": sum(p.numel() for p in model.parameters()),
-            "build_seconds": round(time.time() - t0, 1), "final_loss": stats["final_loss"]}
+            "build_seconds": round(time.time() - t0, 1), "final_loss": stats["final_loss"],
+            "noise_applied": stats["noise_applied"]}
     (out / "mrtpo_recipe.json").write_text(json.dumps(meta, indent=2))
 
 
@@ -316,8 +401,10 @@ def main() -> None:
                              | {"noise": [[n["kind"], n["p"], n["gate"]] for n in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"]["noise"]]},
                              task)
     elif not (path / "mrtpo_recipe.json").exists():
+        if (extra["robust_p"] or extra["one_site"]) and not extra["loo_blocks"]:
+            raise SystemExit('robust_p and one_site are options of the leave-one-out block schedule: add "loo_blocks": true')
         if extra["loo_blocks"]:
-            tiny.sample_batch = loo_sample_batch
+            tiny.sample_batch = loo_batches(float(extra["robust_p"]), bool(extra["one_site"]))
         if extra["copy_weight"] != 1.0:
             tiny.warmup = copy_weighted_warmup(extra["copy_weight"])
         if extra["init_from"]:
