@@ -205,7 +205,9 @@ def verdict_chart(verdicts: pd.DataFrame, clip: float = 6.0):
         if est == est:
             shown = max(-clip, min(est, clip))
             ax.plot([shown], [y], "o", color=colour)
-            ax.text(shown, y - 0.28, f"{row.est:.3g}" + (" (cut)" if shown != est else ""), ha="center", fontsize=8)
+            # a point without a bar would read as an interval too narrow to draw: say that there is none
+            note = (" (cut)" if shown != est else "") + ("" if lo == lo else ", no interval")
+            ax.text(shown, y - 0.28, f"{row.est:.3g}{note}", ha="center", fontsize=8)
         else:
             ax.text(0, y, "no runs", va="center", ha="center", fontsize=9)
     ax.axvline(0, color="#555555", lw=1)

@@ -128,3 +128,20 @@ def test_figures_keep_long_method_names_and_legends_off_the_data():
     legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.x0 >= axes_box.x1  # beside the axes, not over the curves
     plt.close("all")
+
+
+def test_verdict_chart_says_when_a_claim_has_no_interval():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from mrtpo import plots
+
+    rows = pd.DataFrame([
+        {"claim": "one seed", "source": "Table 1", "est": 0.05, "lo": float("nan"), "hi": float("nan"), "null": 0.0, "claimed": 0.02,
+         "verdict": "inconclusive"},
+        {"claim": "three seeds", "source": "Table 2", "est": 0.05, "lo": 0.01, "hi": 0.09, "null": 0.0, "claimed": 0.02,
+         "verdict": "reproduced"},
+    ])
+    texts = [t.get_text() for t in plots.verdict_chart(rows).axes[0].texts]
+    assert texts == ["0.05, no interval", "0.05"]
+    plt.close("all")
