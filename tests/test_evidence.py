@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from mrtpo import evidence, report
-from mrtpo.diagnostics import check_region_ratio
 from mrtpo.manifest import write_manifest
 from mrtpo.results import Run
 
@@ -148,9 +147,32 @@ def test_replay_rate_divides_by_the_pairs_that_exist():
     assert m["mrtpo/frac_replayed"].mean() < rates["pairs replayed (of those that exist)"]
 
 
-def test_check_region_ratio_is_the_ratio_of_mean_shares_not_the_mean_of_ratios():
-    loc = pd.DataFrame({"shift_share": [0.10, 0.50], "token_share": [0.02, 0.60]})
-    loc["ratio"] = loc["shift_share"] / loc["token_share"]
-    assert check_region_ratio(loc) == pytest.approx(0.30 / 0.31)
-    assert loc["ratio"].mean() > 2  # a small region inflates the mean of per-response ratios
-    assert math.isnan(check_region_ratio(loc.iloc[:0]))
+def test_region_table_pools_each_group_and_brackets_its_ratio():
+    """Two constraint states: the ratio of each is its pooled one (PAPER.md §7), inside its bootstrap interval."""
+    loc = pd.DataFrame({"state": ["ok", "ok", "ok", "bad", "bad"], "seed": [0, 0, 1, 0, 1],
+                        "shift_inside": [1.0, 1.5, 0.5, 2.0, 0.0], "shift_total": [2.0, 6.0, 1.0, 4.0, 4.0],
+                        "tokens_inside": [1, 6, 2, 5, 5], "tokens_total": [10, 10, 10, 10, 10],
+                        "concentration80": [0.2, 0.4, 0.3, 0.5, 0.5]})
+    table = evidence.region_table(loc, ["state"]).set_index("state")
+    assert table.loc["ok", "ratio"] == pytest.approx((3 / 9) / (9 / 30)) and table.loc["ok", "profiles"] == 3
+    assert table.loc["bad", "shift share"] == pytest.approx(0.25) and table.loc["bad", "token share"] == pytest.approx(0.5)
+    assert table.loc["ok", "seeds"] == "0, 1" and table.loc["ok", "concentration80"] == pytest.approx(0.3)
+    for row in table.itertuples():
+        assert row.lo <= row.ratio <= row.hi
+    whole = evidence.region_table(loc)
+    assert len(whole) == 1 and whole["ratio"].iloc[0] == pytest.approx((5 / 17) / (19 / 50))
+
+
+def test_localisation_verdicts_follow_table4s_rows():
+    """Satisfied constraints with their shift on a tenth of the tokens; violated ones with none of it there."""
+    n = 6
+    loc = pd.DataFrame({"state": ["satisfied"] * n + ["violated"] * n, "seed": [0, 1] * n,
+                        "label": ["startend:end_checker"] * n + ["detectable_format:number_bullet_lists"] * n,
+                        "shift_inside": [0.5, 0.6, 0.4, 0.5, 0.55, 0.45] + [0.1] * n, "shift_total": [1.0] * 2 * n,
+                        "tokens_inside": [1] * n + [5] * n, "tokens_total": [10] * 2 * n, "concentration80": [0.3] * 2 * n})
+    v = evidence.localisation_verdicts(loc).set_index("claim")
+    assert list(v.index) == list(report.paper("table4_localization")["constraint_state"].unique())
+    assert v.loc["all satisfied", "ratio"] == pytest.approx(5.0) and v.loc["all satisfied", "verdict"] == "reproduced"
+    assert v.loc["all satisfied", "paper ratio"] == "2.7 (7B); 2.8 (4B)"
+    assert v.loc["all violated", "verdict"] == "contradicted"  # 0.2: the shift avoids the region
+    assert v.loc["end phrase", "profiles"] == n and v.loc["bullet lines", "verdict"] == "—"
