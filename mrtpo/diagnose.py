@@ -5,7 +5,7 @@ scores them with the task's verifiers, replays them leave-one-out with the train
 reward (definitions of PAPER.md §7):
 
 * ``replay_rate``: share of response–reward pairs (where the reward applies) whose group std is non-zero, i.e.
-  that MRTPO replays; ``effective_k``: replayed rewards per response;
+  that MRTPO replays; ``effective_k``: replayed rewards per response (``advantages.replay_rate``);
 * ``concentration80``: mean over replayed responses of the smallest share of tokens holding 80% of the shift
   (uniform: 0.8), and ``concentration_x = 0.8 / concentration80`` (Fig. 6's "3x");
 * ``check_region_ratio``: (sum of q inside the verifier's read region / sum of q) / (tokens inside / tokens),
@@ -64,7 +64,7 @@ def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Te
     The bound s is computed on consecutive batches of ``step_prompts * num_generations`` responses, one
     training step's batch, with the trainer's composition of advantages.
     """
-    from .advantages import mrtpo_advantages
+    from .advantages import mrtpo_advantages, replay_rate
     from .diagnostics import check_region_ratio, in_region
     from .relevance import concentration, median_correlations, specificity
     from .tokenizer import token_char_spans
@@ -94,7 +94,7 @@ def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Te
         regioned = sel & has_region
         qr, ir, mr = q[regioned], inside[regioned].float(), mask.unsqueeze(1).expand(-1, K, -1)[regioned]
         return {
-            "replay_rate": float(need[:, k_sel].sum() / applicable[:, k_sel].sum().clamp_min(1)),
+            "replay_rate": replay_rate(need[:, k_sel].sum(), applicable[:, k_sel].sum(), B)[0],
             "profiles": int(sel.sum()),
             "concentration80": c80,
             "concentration_x": 0.8 / c80 if c80 == c80 and c80 > 0 else math.nan,
@@ -111,7 +111,7 @@ def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Te
                             "groups_nonzero_std": float(need[:, k].reshape(-1, num_generations).any(1).float().mean())}
     overall = figures(profiled, list(range(K)))
     overall.update({k: v for k, v in med.items() if "/" not in k})
-    overall["effective_k"] = float(need.float().sum(1).mean())
+    overall["effective_k"] = replay_rate(need.sum(), applicable.sum(), B)[2]
     step = step_prompts * num_generations
     bounds = []
     for start in range(0, B - step + 1, step):

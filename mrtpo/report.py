@@ -112,28 +112,34 @@ def delivered_reallocation(m: pd.DataFrame) -> pd.DataFrame:
 
 
 def replay_rates(m: pd.DataFrame) -> dict[str, float]:
-    """Replay rates of one run's metrics (PAPER.md §7): over the response–reward pairs that exist (a reward that
-    does not apply to a prompt is not a pair), the share replayed (non-zero group std), pooled over steps, overall
-    and per reward; effective K (pairs replayed per response); the replay's median share of a step's time.
+    """Replay rates of one run's metrics (PAPER.md §7, ``advantages.replay_rate``): over the response–reward pairs
+    that exist (a reward that does not apply to a prompt is not a pair), the share replayed (non-zero group std),
+    pooled over steps, overall and per reward; the rewards applying per response and effective K (pairs replayed
+    per response); the replay's median share of a step's time.
 
-    A step has ``completions_per_step`` responses (:func:`metrics` adds the column; one process, one generation
-    round per step, as at the tiny scale); ``<reward>/not_applicable`` counts the responses the reward does not
-    apply to, so reward k's pairs are ``completions_per_step − not_applicable_k`` and its replayed pairs
-    ``mrtpo/<k>/frac_replayed × completions_per_step``."""
+    A step has ``completions_per_step`` responses B (:func:`metrics` adds the column; one process, one generation
+    round per step, as at the tiny scale); ``<reward>/not_applicable`` counts the responses reward k does not apply
+    to, so k's pairs in a step are ``B − not_applicable_k`` and its replayed pairs ``mrtpo/<k>/frac_replayed`` times
+    those. Run folders written before the trainer logged ``mrtpo/rewards_applying`` logged ``frac_replayed`` over
+    all B responses, so there the replayed pairs are ``frac_replayed × B``."""
+    from .advantages import replay_rate
+
     per_reward = [c.split("/")[1] for c in m.columns
                   if c.startswith("mrtpo/") and c.endswith("/frac_replayed") and c.count("/") == 2]
     B = m["completions_per_step"]
-    replayed = {k: (m[f"mrtpo/{k}/frac_replayed"] * B).sum() for k in per_reward}
-    pairs = {k: (B - m.get(f"{k}/not_applicable", 0.0)).sum() for k in per_reward}
-    row = {"pairs replayed (of those that exist)": sum(replayed.values()) / sum(pairs.values()) if per_reward else math.nan,
-           "effective K": m["mrtpo/effective_k"].mean(),
-           "rewards applying per response": sum(pairs.values()) / B.sum() if per_reward else math.nan,
+    pairs_k = {k: B - m.get(f"{k}/not_applicable", 0.0) for k in per_reward}
+    over = pairs_k if "mrtpo/rewards_applying" in m else {k: B for k in per_reward}
+    replayed = {k: (m[f"mrtpo/{k}/frac_replayed"] * over[k]).sum() for k in per_reward}  # NaN rate: no pair that step
+    pairs = {k: p.sum() for k, p in pairs_k.items()}
+    rate, applying, effective_k = replay_rate(sum(replayed.values()), sum(pairs.values()), B.sum()) if per_reward else \
+        (math.nan,) * 3
+    row = {"pairs replayed (of those that exist)": rate, "effective K": effective_k,
+           "rewards applying per response": applying,
            "replay share of step": (m["time/replay"] / m["step_time"]).median()}
-    row.update({k: replayed[k] / pairs[k] if pairs[k] > 0 else math.nan for k in per_reward})
+    row.update({k: replay_rate(replayed[k], pairs[k], B.sum())[0] for k in per_reward})
     return row
 
 
-#: the step phases of ``benchmarks/step_cost.py``, in the order a step runs them
 STEP_PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 

@@ -139,12 +139,16 @@ def test_replay_rate_divides_by_the_pairs_that_exist():
                       "mrtpo/b/frac_replayed": [0.5, 0.5], "a/not_applicable": [0.0, 0.0], "b/not_applicable": [4.0, 4.0],
                       "mrtpo/frac_replayed": [0.5, 0.375], "mrtpo/effective_k": [1.0, 0.75],
                       "time/replay": [1.0, 1.0], "step_time": [4.0, 4.0]})
-    rates = report.replay_rates(m)
-    assert rates["b"] == 1.0 and rates["a"] == pytest.approx(0.375)
-    assert rates["pairs replayed (of those that exist)"] == pytest.approx((4 + 2 + 4 + 4) / (16 + 8))
-    assert rates["rewards applying per response"] == 1.5 and rates["effective K"] == 0.875
-    # the trainer's own mrtpo/frac_replayed divides by every slot: lower whenever a reward does not apply
-    assert m["mrtpo/frac_replayed"].mean() < rates["pairs replayed (of those that exist)"]
+    # the trainer's log (PAPER.md §7): each reward's rate over its pairs, b's over the 4 responses it applies to
+    logged = m.assign(**{"mrtpo/b/frac_replayed": [1.0, 1.0], "mrtpo/frac_replayed": [8 / 12, 6 / 12],
+                         "mrtpo/rewards_applying": [1.5, 1.5]})
+    # run folders written before: frac_replayed over all 8 responses of every reward and step
+    for log in (logged, m):
+        rates = report.replay_rates(log)
+        assert rates["b"] == 1.0 and rates["a"] == pytest.approx(0.375)
+        assert rates["pairs replayed (of those that exist)"] == pytest.approx((4 + 2 + 4 + 4) / (16 + 8))
+        assert rates["rewards applying per response"] == 1.5 and rates["effective K"] == pytest.approx(0.875)
+    assert logged["mrtpo/frac_replayed"].mean() == pytest.approx(rates["pairs replayed (of those that exist)"], abs=0.01)
 
 
 def test_region_table_pools_each_group_and_brackets_its_ratio():
