@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from . import runs as runner
-from .report import (PAPER_METHOD, answer_metric, beside_paper, components, estimate, evaluations, grid, localisation,
-                     metrics, number, paper, summary)
+from .report import (PAPER_METHOD, answer_metric, beside_paper, components, estimate, evaluations, first_step_reaching,
+                     grid, localisation, metrics, number, paper, summary)
 from .results import Run, run_folders
 
 
@@ -294,6 +294,136 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}")
     plots.save(fig, f"main_table_{task}_{model}")
     return table, evals, fig, arms
+
+
+# ----------------------------------------------------------------------------------------------------
+# the beta sweep (Tables 6-7)
+
+
+def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False
+              ) -> dict[str, list[Run]]:
+    """MRTPO's runs at each beta (:func:`arm_runs` with ``mrtpo_beta``), keyed ``"beta 0.5"``."""
+    return {f"beta {b:g}": arm_runs(task, ["mrtpo"], model, seeds, steps, force, mrtpo_beta=b)["mrtpo"] for b in betas}
+
+
+def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, verdicts) of a beta sweep (:func:`beta_arms`). The table, per beta: the seeds, held-out ``metric``
+    (mean ± s.e. over seeds), and after the warm-up the mean realised bound s, the share of steps where it is
+    active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the next
+    smaller one (:func:`verdict_table`) and the algebra's prediction (PAPER.md §6.2): where the bound is active on
+    at least ``bound`` of the steps at both betas, s × beta is the same and the two deliver the same advantages, so
+    their difference should be 0 — "agrees" when the interval holds 0, "disagrees" when it excludes it, "cannot
+    tell" with one shared seed."""
+    from . import stats
+    from .report import delivered_reallocation
+
+    arms = {name: runs for name, runs in arms.items() if runs}
+    rows = []
+    for name, runs in arms.items():
+        values = seed_values(runs, metric)
+        mean, se, _ = stats.mean_se(list(values.values()))
+        s = delivered_reallocation(metrics(runs))  # empty when no step got past the warm-up
+        s = s.iloc[0] if len(s) else pd.Series(math.nan, index=["s_mean", "frac_steps_bound_active", "s_times_beta"])
+        rows.append({"beta": float(name.split()[-1]), "seeds": seeds_text(sorted(values)), f"held-out {metric} (± s.e.)":
+                     estimate(mean, se), "mean s": s["s_mean"], "steps with the bound active": s["frac_steps_bound_active"],
+                     "s × beta": s["s_times_beta"]})
+    table = pd.DataFrame(rows, columns=["beta", "seeds", f"held-out {metric} (± s.e.)", "mean s",
+                                        "steps with the bound active", "s × beta"])
+    names = list(arms)
+    verdicts = verdict_table(arms, list(zip(names[1:], names[:-1])), metric)
+    active = dict(zip(names, table["steps with the bound active"]))
+    plateau = [all(active[n] >= bound for n in c.split(" − ")) for c in verdicts["comparison"]]
+    verdicts["bound active at both"] = ["yes" if p else "no" for p in plateau]
+    verdicts["the algebra's prediction"] = [
+        "—" if not p else "cannot tell" if r.startswith(("none", "prompts only")) else
+        "agrees (interval holds 0)" if lo <= 0 <= hi else "disagrees (interval excludes 0)"
+        for p, r, lo, hi in zip(plateau, verdicts["interval over"], verdicts["lo"], verdicts["hi"])]
+    return table, verdicts
+
+
+# ----------------------------------------------------------------------------------------------------
+# convergence (Fig. 5)
+
+
+def smoothed(m: pd.DataFrame, column: str, window: int = 10) -> pd.Series:
+    """``column`` of per-step metrics as a trailing mean over ``window`` steps, per (method, seed)."""
+    return m.groupby(["method", "seed"])[column].transform(lambda x: x.rolling(window, min_periods=1).mean())
+
+
+def tail_slope(curve: pd.Series, tail: float = 0.2) -> float:
+    """Least-squares slope per step of a per-step curve (indexed by step) over its last ``tail`` share of steps."""
+    last = curve.iloc[-max(2, int(round(tail * len(curve)))):].dropna()
+    if len(last) < 2:
+        return math.nan
+    return float(np.polyfit(last.index.to_numpy(float), last.to_numpy(float), 1)[0])
+
+
+def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: int = 10, tail: float = 0.2
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, verdicts) of "reaches the baseline's final value earlier" (Fig. 5), paired by seed.
+
+    Per (method, seed): ``column`` smoothed over ``window`` steps (:func:`smoothed`); its final value; the slope
+    of the raw per-step values over the last ``tail`` of the steps (:func:`tail_slope`, per 100 steps); and the
+    first step where the smoothed curve reaches the baseline's final smoothed value *of the same seed*. The table,
+    per method: seeds, final value, tail slope and first step (mean ± s.e. over seeds; seeds that never reach it
+    are counted). The verdicts: (1) whether the baseline has flattened — its mean tail slope with a 95% bootstrap
+    interval over seeds (PAPER.md §6.6: a claim judged against a still-rising curve says little); (2) per other
+    method, the share of the window it saves (``(last step − first step) / last step``; never reaching counts as
+    saving nothing) with its interval over seeds, against the paper's (``results/paper/fig5_convergence.csv``:
+    MRTPO reaches GDPO's step-100 accuracy at step 60, a share of 0.4)."""
+    from . import stats
+
+    f5 = paper("fig5_convergence").set_index("quantity")["value"]
+    paper_step = float(f5["step reaching GDPO's step-100 accuracy"])
+    claimed = 1 - paper_step / 100
+
+    m = m.assign(_smooth=smoothed(m, column, window))
+    per_seed = []
+    finals = {(meth, seed): g.set_index("step")["_smooth"].iloc[-1] for (meth, seed), g in m.groupby(["method", "seed"])}
+    for (meth, seed), g in m.groupby(["method", "seed"], sort=False):
+        g = g.set_index("step")
+        last = float(g.index.max())
+        target = finals.get((baseline, seed), math.nan)
+        reach = first_step_reaching(g["_smooth"], target) if target == target else math.nan
+        per_seed.append({"method": meth, "seed": seed, "final": g["_smooth"].iloc[-1], "slope": 100 * tail_slope(g[column], tail),
+                         "reach": reach, "never": target == target and reach != reach,
+                         "saved": (last - reach) / last if reach == reach else (0.0 if target == target else math.nan)})
+    seeds = pd.DataFrame(per_seed)
+    rows = []
+    for meth, g in seeds.groupby("method", sort=False):
+        final, slope, reach = (stats.mean_se(g[c]) for c in ("final", "slope", "reach"))
+        rows.append({"method": meth, "seeds": seeds_text(sorted(g["seed"])), "final (smoothed)": estimate(*final[:2]),
+                     f"slope over the last {tail:.0%} (per 100 steps)": estimate(*slope[:2]),
+                     f"first step reaching {baseline}'s final": estimate(*reach[:2], digits=1) if reach[2] else "—",
+                     "seeds never reaching it": int(g["never"].sum())})
+    table = pd.DataFrame(rows)
+
+    def over_seeds(x):
+        x = np.asarray(x, dtype=float)
+        x = x[~np.isnan(x)]
+        lo, hi = stats.bootstrap_interval(lambda i: x[i].mean(), len(x))
+        return (float(x.mean()) if len(x) else math.nan), lo, hi, len(x)
+
+    verdicts = []
+    est, lo, hi, n = over_seeds(seeds.loc[seeds.method == baseline, "slope"])
+    state = ("still rising" if lo > 0 else "falling" if hi < 0 else "no trend detected") if lo == lo else "no interval (one seed)"
+    verdicts.append({"claim": f"{baseline} has flattened by the end of the window (PAPER.md §6.6)", "paper": "not reported",
+                     "ours (95% interval)": f"slope {interval_text(est, lo, hi, 3)} per 100 steps: {state}",
+                     "seeds": n, "verdict": {"still rising": "contradicted", "falling": "reproduced",
+                                             "no trend detected": "inconclusive"}.get(state, "inconclusive"),
+                     "est": est, "lo": lo, "hi": hi})
+    rising = state == "still rising"
+    for meth in seeds.method.unique():
+        if meth == baseline:
+            continue
+        est, lo, hi, n = over_seeds(seeds.loc[seeds.method == meth, "saved"])
+        judged = stats.verdict(lo, hi, claimed if meth == "mrtpo" else None) if n >= 2 else "inconclusive"
+        verdicts.append({"claim": f"{meth} reaches {baseline}'s final value earlier (share of the window saved)",
+                         "paper": f"{claimed:g} (step {paper_step:g} of 100)" if meth == "mrtpo" else "—",
+                         "ours (95% interval)": interval_text(est, lo, hi, 2), "seeds": n,
+                         "verdict": judged + (f"; {baseline} still rising" if rising else ""),
+                         "est": est, "lo": lo, "hi": hi})
+    return table, pd.DataFrame(verdicts)
 
 
 # ----------------------------------------------------------------------------------------------------

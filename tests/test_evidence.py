@@ -180,3 +180,44 @@ def test_localisation_verdicts_follow_table4s_rows():
     assert v.loc["all satisfied", "paper ratio"] == "2.7 (7B); 2.8 (4B)"
     assert v.loc["all violated", "verdict"] == "contradicted"  # 0.2: the shift avoids the region
     assert v.loc["end phrase", "profiles"] == n and v.loc["bullet lines", "verdict"] == "—"
+
+
+def _curves(slopes: dict, seeds=(0, 1, 2), steps=20) -> pd.DataFrame:
+    """Per-step metrics: method m's reward rises by slopes[m] per step from 0, plus a seed offset."""
+    return pd.DataFrame([{"method": meth, "seed": s, "step": t, "r": slope * t + 0.01 * s}
+                         for meth, slope in slopes.items() for s in seeds for t in range(1, steps + 1)])
+
+
+def test_convergence_pairs_seeds_and_flags_a_rising_baseline():
+    table, verdicts = evidence.convergence(_curves({"gdpo": 0.01, "mrtpo": 0.02}), "r", window=1)
+    table = table.set_index("method")
+    # mrtpo reaches gdpo's final value (0.2 + 0.01 s) at step 10 of 20 on every seed: half the window saved
+    assert table.loc["mrtpo", "first step reaching gdpo's final"] == "10.0 ± 0.0"
+    v = verdicts.set_index("claim")
+    flat = v.loc["gdpo has flattened by the end of the window (PAPER.md §6.6)"]
+    assert flat["verdict"] == "contradicted" and flat["est"] == pytest.approx(1.0)  # 0.01 per step = 1 per 100
+    saved = v.loc["mrtpo reaches gdpo's final value earlier (share of the window saved)"]
+    assert saved["est"] == pytest.approx(0.5) and saved["verdict"] == "reproduced; gdpo still rising"
+    assert saved["paper"] == "0.4 (step 60 of 100)"
+    # never reaching it saves nothing; a flat baseline is no longer flagged
+    table, verdicts = evidence.convergence(_curves({"gdpo": 0.0, "mrtpo": -0.01}), "r", window=1)
+    assert table.set_index("method").loc["mrtpo", "seeds never reaching it"] == 3
+    assert verdicts["verdict"].tolist() == ["inconclusive", "not reproduced"]  # no trend; saves 0, not 0.4
+    assert verdicts["est"].iloc[1] == 0.0
+
+
+def test_beta_table_checks_the_plateau_where_the_bound_binds(monkeypatch):
+    """Two betas with the bound active on every step after the warm-up: the algebra predicts no difference."""
+    arms = {"beta 0.25": ["a"], "beta 0.5": ["b"]}
+    s = {"a": 0.9, "b": 0.45}
+    monkeypatch.setattr(evidence, "seed_values", lambda runs, metric: {0: 0.30, 1: 0.32} if runs == ["a"] else {0: 0.31, 1: 0.33})
+    monkeypatch.setattr(evidence, "metrics", lambda runs: pd.DataFrame(
+        {"mrtpo/s": [s[runs[0]]] * 3, "mrtpo/beta_t": [0.25 if runs == ["a"] else 0.5] * 3,
+         "mrtpo_beta": [0.25 if runs == ["a"] else 0.5] * 3}))
+    monkeypatch.setattr(evidence, "compare", lambda a, b, metric, benchmark, decoding, claimed: {
+        "diff": 0.01, "lo": -0.02, "hi": 0.04, "shared_seeds": [0, 1], "resampled": "seeds only", "verdict": "inconclusive"})
+    table, verdicts = evidence.beta_table(arms, "m")
+    assert table["beta"].tolist() == [0.25, 0.5] and table["s × beta"].tolist() == pytest.approx([0.225, 0.225])
+    assert table["steps with the bound active"].tolist() == [1.0, 1.0]
+    assert verdicts["comparison"].tolist() == ["beta 0.5 − beta 0.25"]
+    assert verdicts["the algebra's prediction"].tolist() == ["agrees (interval holds 0)"]
