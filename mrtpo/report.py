@@ -180,6 +180,36 @@ def run_time_table(runs: pd.DataFrame, goal: float = 2.0) -> pd.DataFrame:
     return out.reset_index()
 
 
+def compute_spent(runs: pd.DataFrame) -> pd.DataFrame:
+    """Measured compute of run folders (``results.runs_table`` rows), per task and in total ("all"): the runs, the
+    summed training and evaluation time in hours (``summary.json``'s ``train_runtime_s`` and ``eval_runtime_s``),
+    their sum, and how many runs recorded each — folders written before evaluation time was recorded, or resumed
+    after their last step, lack it, so a count below the runs makes that sum a lower bound."""
+    def row(task, part):
+        train, evaluation = part["train_s"].sum() / 3600, part["eval_s"].sum() / 3600
+        return {"task": task, "runs": len(part), "train hours": train, "evaluation hours": evaluation,
+                "total hours": train + evaluation, "runs with train time": int(part["train_s"].notna().sum()),
+                "runs with evaluation time": int(part["eval_s"].notna().sum())}
+
+    rows = [row(task, part) for task, part in runs.groupby("task")] + [row("all", runs)]
+    return pd.DataFrame(rows)
+
+
+def compute_sentence(spent: pd.DataFrame, model: str) -> str:
+    """The "all" row of :func:`compute_spent` as one sentence, saying which times are missing rather than 0."""
+    t = spent.set_index("task").loc["all"]
+    runs, timed, evaluated = int(t["runs"]), int(t["runs with train time"]), int(t["runs with evaluation time"])
+    if runs == 0:
+        return f"No {model} run folder is committed yet."
+    train = f"{t['train hours']:.1f} hours of training" + (f" (recorded for {timed} of them)" if timed < runs else "")
+    if evaluated == 0:
+        evaluation = "evaluation time is not recorded in these folders (written before it was), so that is the total"
+    else:
+        evaluation = (f"{t['evaluation hours']:.1f} hours of evaluation (recorded for {evaluated} of them), "
+                      f"{t['total hours']:.1f} hours in all{' at least' if evaluated < runs or timed < runs else ''}")
+    return f"The {runs} committed {model} run folders took {train}; {evaluation}."
+
+
 def relevance_text(run: Run, profile: dict | None = None):
     """One profile the run saved, as coloured text (``plots.RelevanceText``); by default the one where the most
     rewards moved the policy (the latest among those). None when the run saved no profiles."""

@@ -221,3 +221,18 @@ def test_beta_table_checks_the_plateau_where_the_bound_binds(monkeypatch):
     assert table["steps with the bound active"].tolist() == [1.0, 1.0]
     assert verdicts["comparison"].tolist() == ["beta 0.5 − beta 0.25"]
     assert verdicts["the algebra's prediction"].tolist() == ["agrees (interval holds 0)"]
+
+
+def test_compute_spent_sums_recorded_times_and_counts_the_missing():
+    runs = pd.DataFrame({"task": ["sql", "sql", "if"], "train_s": [3600.0, 1800.0, float("nan")],
+                         "eval_s": [360.0, float("nan"), 720.0]})
+    spent = report.compute_spent(runs).set_index("task")
+    assert spent.loc["sql", "train hours"] == 1.5 and spent.loc["sql", "evaluation hours"] == pytest.approx(0.1)
+    assert spent.loc["sql", "runs with evaluation time"] == 1 and spent.loc["if", "runs with train time"] == 0
+    assert spent.loc["all", "runs"] == 3 and spent.loc["all", "total hours"] == pytest.approx(1.5 + 0.3)
+    assert report.compute_sentence(spent.reset_index(), "tiny") == (
+        "The 3 committed tiny run folders took 1.5 hours of training (recorded for 2 of them); 0.3 hours of evaluation "
+        "(recorded for 2 of them), 1.8 hours in all at least.")
+    none = report.compute_spent(runs.assign(eval_s=float("nan")))
+    assert "evaluation time is not recorded" in report.compute_sentence(none, "tiny")
+    assert report.compute_sentence(report.compute_spent(runs.iloc[:0]), "tiny") == "No tiny run folder is committed yet."
