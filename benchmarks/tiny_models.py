@@ -5,9 +5,10 @@ For each task's tiny base, with responses SAMPLED from the policy at temperature
 * variance: groups of G=8 samples from the bare prompt P_0; fraction of groups whose reward std is > 0,
   per reward (target >= 0.5);
 * localisation: for each sampled response and each reward k with a Z block, replay under P_all and
-  P_minus_k (``mrtpo.contexts``); q_t = sqrt(JS/ln 2). Ratio = mean q over tokens inside the region the
-  verifier reads / mean q over tokens outside it, pooled over responses (target >= 3);
-  also the region's share of the shift and of the tokens, and the concentration (tokens holding 80%);
+  P_minus_k (``mrtpo.contexts``); q_t = sqrt(JS/ln 2). Check-region ratio (PAPER.md §7,
+  ``diagnostics.check_region_ratio``) = (sum q inside the region the verifier reads / sum q) / (tokens inside /
+  tokens), pooled over responses (target >= 3); also the region's share of the shift and of the tokens, and the
+  concentration (tokens holding 80%);
 * specificity (issue 18): on the same responses, the median correlation over tokens of two rewards' q profiles
   (target <= 0.3: reward-specific), and of each q profile with the sampling policy's token entropy;
 * reading: answer-reward success of G samples from P_all (Z from the first P_0 sample, as the trainer
@@ -117,23 +118,20 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
                 if not regions.get(k):
                     continue
                 inside = torch.tensor(D.in_region(spans, regions[k]))
-                a = acc.setdefault(k, dict(q_in=0.0, n_in=0, q_out=0.0, n_out=0, conc=0.0, n=0))
-                a["q_in"] += q[inside].sum().item()
-                a["n_in"] += int(inside.sum())
-                a["q_out"] += q[~inside].sum().item()
-                a["n_out"] += int((~inside).sum())
+                a = acc.setdefault(k, dict(shift_inside=[], shift_total=[], tokens_inside=[], tokens_total=[], conc=[]))
+                a["shift_inside"].append(q[inside].sum().item())
+                a["shift_total"].append(q.sum().item())
+                a["tokens_inside"].append(int(inside.sum()))
+                a["tokens_total"].append(len(q))
                 c = D.concentration(q)
                 if not math.isnan(c):
-                    a["conc"] += c
-                    a["n"] += 1
+                    a["conc"].append(c)
     for k, a in acc.items():
-        m_in, m_out = a["q_in"] / max(1, a["n_in"]), a["q_out"] / max(1, a["n_out"])
-        ratio = m_in / m_out if m_out > 0 else math.nan
-        shift_share = a["q_in"] / max(1e-12, a["q_in"] + a["q_out"])
-        tok_share = a["n_in"] / max(1, a["n_in"] + a["n_out"])
+        ratio = D.check_region_ratio(a)
+        shift_share, tok_share = D.pooled_shares(a)
         row(f"localisation/{k}", ratio, 3.0, ratio >= 3.0,
-            f"mean q in {m_in:.4f} / out {m_out:.4f}; shift share {shift_share:.3f} on token share {tok_share:.3f}; "
-            f"concentration(80%) {a['conc'] / max(1, a['n']):.3f}")
+            f"shift share {shift_share:.3f} on token share {tok_share:.3f}; "
+            f"concentration(80%) {sum(a['conc']) / max(1, len(a['conc'])):.3f}")
     T = max(len(h) for _, h in profiles)
     q_all, mask, h_all = torch.zeros(len(profiles), len(names), T), torch.zeros(len(profiles), T), torch.zeros(len(profiles), T)
     profiled = torch.zeros(len(profiles), len(names), dtype=torch.bool)

@@ -7,6 +7,7 @@ reward does not apply to a response (TRL's ``None``); NaN rewards get zero advan
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -112,6 +113,21 @@ def replay_needed(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
     std = nanstd(rewards.reshape(-1, num_generations, rewards.shape[1]), dim=1, keepdim=True)
     varies = torch.nan_to_num(std, nan=0.0) > 0
     return (varies.expand(-1, num_generations, -1).reshape(rewards.shape)) & ~torch.isnan(rewards)
+
+
+def replay_rate(replayed, pairs, responses) -> tuple[float, float, float]:
+    """Replay rate over the response–reward pairs that exist (PAPER.md §7; a reward that does not apply to a
+    prompt is not a pair), from counts summed over any set of steps:
+
+        rate = replayed / pairs,    rewards applying per response = pairs / responses,
+        effective K = rate x rewards applying per response = replayed / responses
+
+    ``replayed``: pairs with non-zero group std (:func:`replay_needed`); ``pairs``: applicable (response, reward)
+    pairs; ``responses``: responses. (rate, rewards applying per response, effective K); NaN where undefined."""
+    replayed, pairs, responses = float(replayed), float(pairs), float(responses)
+    rate = replayed / pairs if pairs > 0 else math.nan
+    applying = pairs / responses if responses > 0 else math.nan
+    return rate, applying, rate * applying if pairs > 0 else (0.0 if responses > 0 else math.nan)
 
 
 def beta_at(step: int, beta: float = 0.5, warmup_steps: int = 10) -> float:

@@ -5,11 +5,11 @@ scores them with the task's verifiers, replays them leave-one-out with the train
 reward (definitions of PAPER.md §7):
 
 * ``replay_rate``: share of response–reward pairs (where the reward applies) whose group std is non-zero, i.e.
-  that MRTPO replays; ``effective_k``: replayed rewards per response;
+  that MRTPO replays; ``effective_k``: replayed rewards per response (``advantages.replay_rate``);
 * ``concentration80``: mean over replayed responses of the smallest share of tokens holding 80% of the shift
   (uniform: 0.8), and ``concentration_x = 0.8 / concentration80`` (Fig. 6's "3x");
 * ``check_region_ratio``: (sum of q inside the verifier's read region / sum of q) / (tokens inside / tokens),
-  pooled over responses;
+  pooled over responses (``diagnostics.check_region_ratio``);
 * ``entropy_corr``: median correlation over tokens of q_k with the sampling policy's entropy h_t (issue 18);
 
 and over all rewards: the same pooled figures, ``cross_reward_corr`` (median correlation of two rewards' q on
@@ -31,20 +31,6 @@ RULE_CONCENTRATION_X = 3.0
 RULE_RATIO = 2.0
 #: issue 18's acceptance line for a testbed: profiles are reward-specific when two rewards' q correlate at most this
 SPECIFIC_CORR = 0.3
-
-
-def pooled_ratio(q: torch.Tensor, inside: torch.Tensor, mask: torch.Tensor) -> float:
-    """Check-region ratio over a set of profiles (PAPER.md §7): ``(sum q inside / sum q) / (n inside / n)``.
-
-    q, inside, mask (N, T): relevance, whether each token lies in the verifier's read region, valid tokens.
-    A ratio of pooled shares, not a mean of per-response ratios; NaN without shift or without region tokens.
-    """
-    m = mask.to(torch.float32)
-    inside = inside.to(torch.float32) * m
-    shift, tokens = float((q * m).sum()), float(m.sum())
-    if shift <= 0 or tokens <= 0 or float(inside.sum()) <= 0:
-        return math.nan
-    return (float((q * inside).sum()) / shift) / (float(inside.sum()) / tokens)
 
 
 def verdict(concentration_x: float, ratio: float, cross_reward_corr: float, entropy_corr: float) -> str:
@@ -78,8 +64,8 @@ def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Te
     The bound s is computed on consecutive batches of ``step_prompts * num_generations`` responses, one
     training step's batch, with the trainer's composition of advantages.
     """
-    from .advantages import mrtpo_advantages
-    from .diagnostics import in_region
+    from .advantages import mrtpo_advantages, replay_rate
+    from .diagnostics import check_region_ratio, in_region
     from .relevance import concentration, median_correlations, specificity
     from .tokenizer import token_char_spans
 
@@ -106,12 +92,14 @@ def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Te
         conc = concentration(qs, ms) if sel.any() else torch.tensor([math.nan])
         c80 = float(torch.nanmean(conc)) if not torch.isnan(conc).all() else math.nan
         regioned = sel & has_region
+        qr, ir, mr = q[regioned], inside[regioned].float(), mask.unsqueeze(1).expand(-1, K, -1)[regioned]
         return {
-            "replay_rate": float(need[:, k_sel].sum() / applicable[:, k_sel].sum().clamp_min(1)),
+            "replay_rate": replay_rate(need[:, k_sel].sum(), applicable[:, k_sel].sum(), B)[0],
             "profiles": int(sel.sum()),
             "concentration80": c80,
             "concentration_x": 0.8 / c80 if c80 == c80 and c80 > 0 else math.nan,
-            "check_region_ratio": pooled_ratio(q[regioned], inside[regioned], mask.unsqueeze(1).expand(-1, K, -1)[regioned]),
+            "check_region_ratio": check_region_ratio({"shift_inside": (qr * ir * mr).sum(-1), "shift_total": (qr * mr).sum(-1),
+                                                      "tokens_inside": (ir * mr).sum(-1), "tokens_total": mr.sum(-1)}),
             "mean_q": float((qs * ms).sum() / ms.sum().clamp_min(1)) if sel.any() else math.nan,
         }
 
@@ -123,7 +111,7 @@ def summarise(task, rows: list[dict], texts: list[str], completion_ids: torch.Te
                             "groups_nonzero_std": float(need[:, k].reshape(-1, num_generations).any(1).float().mean())}
     overall = figures(profiled, list(range(K)))
     overall.update({k: v for k, v in med.items() if "/" not in k})
-    overall["effective_k"] = float(need.float().sum(1).mean())
+    overall["effective_k"] = replay_rate(need.sum(), applicable.sum(), B)[2]
     step = step_prompts * num_generations
     bounds = []
     for start in range(0, B - step + 1, step):

@@ -3,13 +3,14 @@
 * ``js_profile``: replay one response under two prompts (with and without Z_k) and return
   ``q_t = sqrt(JS(p_t^with || p_t^without) / ln 2)`` per response token (the trainer's replay, ``mrtpo.replay``).
 * ``token_char_spans``: character span of each response token in the decoded text.
-* ``region_ratio``: mean q over tokens inside a verifier's read region / mean q over tokens outside it.
-* ``region_share``: share of the total shift inside the region, and the region's share of tokens.
 * ``concentration``: fraction of tokens holding ``share`` (0.8) of the total shift (uniform q: 0.8).
 * ``sample``: completions from a policy at a temperature (what RL samples), token ids and text.
 * ``profile_example``: one sampled response's q per reward with the trainer's replay (``mrtpo.replay``).
-* ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward);
-  ``check_region_ratio``: the check-region ratio of a set of those rows (PAPER.md §7).
+* ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward) with the
+  sums ``shift_inside``, ``shift_total``, ``tokens_inside``, ``tokens_total``;
+* ``pooled_shares`` and ``check_region_ratio``: the region's share of the shift and of the tokens, and the
+  check-region ratio, of a set of responses (PAPER.md §7) — the one definition every page, benchmark and
+  ``mrtpo diagnose`` uses.
 * ``record_entropies``: the sampling distribution's entropy at every generated position, read from the logits
   generation computes anyway (the trainer's entropy arm and ``mrtpo diagnose`` use it).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 from .relevance import concentration as relevance_concentration
@@ -26,8 +28,8 @@ from .relevance import js_relevance, token_entropy
 from .replay import replay_hidden
 from .tokenizer import token_char_spans
 
-__all__ = ["js_profile", "token_char_spans", "in_region", "region_ratio", "region_share", "concentration", "sample",
-           "prompt_ids", "localisation", "check_region_ratio", "profile_example", "profile_tokens", "record_entropies"]
+__all__ = ["js_profile", "token_char_spans", "in_region", "concentration", "sample", "prompt_ids", "localisation",
+           "pooled_shares", "check_region_ratio", "profile_example", "profile_tokens", "record_entropies"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -55,22 +57,30 @@ def in_region(token_spans: list[tuple[int, int]], region_spans: list[tuple[int, 
     return [e > s and any(s < re_ and e > rs for rs, re_ in region_spans) for s, e in token_spans]
 
 
-def region_ratio(q, token_spans, region_spans) -> float:
-    """``mean(q | inside) / mean(q | outside)``; NaN when either side is empty or the outside mean is 0."""
-    q = torch.as_tensor(q, dtype=torch.float32)
-    inside = torch.tensor(in_region(token_spans, region_spans), dtype=torch.bool)
-    if inside.all() or not inside.any():
-        return math.nan
-    out_mean = q[~inside].mean().item()
-    return q[inside].mean().item() / out_mean if out_mean > 0 else math.nan
+def pooled_shares(responses) -> tuple[float, float]:
+    """(share of the shift inside the region, share of the tokens inside it) of a set of responses, pooled:
+
+        shift share = sum_j shift_inside_j / sum_j shift_total_j,    token share = sum_j tokens_inside_j / sum_j tokens_total_j
+
+    ``responses`` maps ``shift_inside`` (sum of q over the region's tokens), ``shift_total`` (sum of q over
+    all tokens), ``tokens_inside`` and ``tokens_total`` to one value per response (a :func:`localisation` frame, or a
+    dict of arrays or tensors). NaN where the set has no shift or no tokens. Pure."""
+    total = {c: float(np.sum(np.asarray(responses[c], dtype=float))) for c in ("shift_inside", "shift_total", "tokens_inside", "tokens_total")}
+    return (total["shift_inside"] / total["shift_total"] if total["shift_total"] > 0 else math.nan,
+            total["tokens_inside"] / total["tokens_total"] if total["tokens_total"] > 0 else math.nan)
 
 
-def region_share(q, token_spans, region_spans) -> tuple[float, float]:
-    """(share of ``sum q`` inside the region, share of tokens inside the region), as in PAPER.md Table 4."""
-    q = torch.as_tensor(q, dtype=torch.float32)
-    inside = torch.tensor(in_region(token_spans, region_spans), dtype=torch.bool)
-    total = q.sum().item()
-    return (q[inside].sum().item() / total if total > 0 else math.nan), inside.float().mean().item()
+def check_region_ratio(responses) -> float:
+    """Check-region ratio of a set of responses (PAPER.md §7, the paper's Table 4), pooled over the responses:
+
+        ratio = (sum_j shift_inside_j / sum_j shift_total_j) / (sum_j tokens_inside_j / sum_j tokens_total_j)
+
+    which is also (mean q over every region token of the set) / (mean q over every token of the set). Not the
+    mean of per-response ratios (which small regions inflate), nor the ratio of per-response shares averaged
+    over responses (which weighs a response with almost no shift like one with much). 1 = no better than
+    uniform; NaN without shift or without region tokens. ``responses`` as in :func:`pooled_shares`. Pure."""
+    shift, tokens = pooled_shares(responses)
+    return shift / tokens if tokens > 0 else math.nan
 
 
 def concentration(q, share: float = 0.8) -> float:
@@ -82,11 +92,11 @@ def concentration(q, share: float = 0.8) -> float:
 def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     """Where each reward's shift lands, one row per (saved profile, reward with a check region).
 
-    Columns: ``step``, ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value`` (1 satisfied / 0 violated for binary verifiers), ``shift_share`` (share of
-    ``sum q`` inside the region the verifier reads), ``token_share`` (that region's share of tokens),
-    ``ratio`` (shift_share / token_share of this one response; the ratio of a *set* of responses is
-    :func:`check_region_ratio`, never the mean of this column), ``inside_outside`` (mean q inside / mean q
-    outside), ``concentration80``, ``think_shift_share`` (share of the shift inside ``<think>``),
+    Columns: ``step``, ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value``
+    (1 satisfied / 0 violated for binary verifiers), ``shift_inside`` (sum of q over the tokens of the region the
+    verifier reads), ``shift_total`` (sum of q), ``tokens_inside``, ``tokens_total`` (the set's shares and check-region ratio:
+    :func:`pooled_shares`, :func:`check_region_ratio`), ``concentration80``, ``think_shift`` (sum of q inside
+    ``<think>``: the set's share is ``sum think_shift / sum shift_total``),
     ``cross_reward_corr`` (median correlation over tokens of this q with the other rewards' q on the same
     response) and ``entropy_corr`` (correlation of q with the sampling entropy, for profiles that saved it); the
     two NaN where undefined. Profiles are the trainer's ``profiles.jsonl`` rows (``profile_samples``).
@@ -106,31 +116,23 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
         for name, q in p["q"].items():
             if name not in regions or not regions[name] or sum(q) <= 0:
                 continue
-            shift, tokens = region_share(q, spans, regions[name])
+            qt = torch.tensor(q, dtype=torch.float32)
+            inside = torch.tensor(in_region(spans, regions[name]), dtype=torch.bool)
+            think = torch.tensor(in_region(spans, regions.get("think", [])), dtype=torch.bool)
             label = task.reward_label(name, p["example"])
             rows.append({
                 "step": p["step"], "reward": name, "label": label, "reward_value": p["rewards"].get(name),
-                "shift_share": shift, "token_share": tokens, "ratio": shift / tokens if tokens > 0 else math.nan,
-                "inside_outside": region_ratio(q, spans, regions[name]), "concentration80": concentration(q),
-                "think_shift_share": region_share(q, spans, regions.get("think", []))[0],
+                "shift_inside": float(qt[inside].sum()), "shift_total": float(qt.sum()), "tokens_inside": int(inside.sum()),
+                "tokens_total": len(q), "concentration80": concentration(q), "think_shift": float(qt[think].sum()),
                 "cross_reward_corr": nan_median(torch.tensor([float(profile_correlation(profiled[name], other, ones))
                                                               for o, other in profiled.items() if o != name]))
                 if len(profiled) > 1 else math.nan,
                 "entropy_corr": float(profile_correlation(profiled[name], torch.tensor(p["entropy"]), ones))
                 if "entropy" in p else math.nan,
             })
-    columns = ["step", "reward", "label", "reward_value", "shift_share", "token_share", "ratio", "inside_outside",
-               "concentration80", "think_shift_share", "cross_reward_corr", "entropy_corr"]
+    columns = ["step", "reward", "label", "reward_value", "shift_inside", "shift_total", "tokens_inside", "tokens_total",
+               "concentration80", "think_shift", "cross_reward_corr", "entropy_corr"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def check_region_ratio(loc) -> float:
-    """Check-region ratio of a set of :func:`localisation` rows (PAPER.md §7, the paper's Table 4):
-    ``mean(shift_share) / mean(token_share)``, the share of the shift inside the verifier's region over the
-    region's share of tokens, each averaged over the responses. A ratio of mean shares, not the mean of the
-    per-response ratios (which small regions inflate). 1 = no better than uniform; NaN for no rows."""
-    tokens = float(loc["token_share"].mean()) if len(loc) else math.nan
-    return float(loc["shift_share"].mean()) / tokens if tokens > 0 else math.nan
 
 
 def profile_tokens(profile: dict, task, tokenizer) -> dict:

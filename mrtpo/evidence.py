@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from . import runs as runner
-from .report import (PAPER_METHOD, answer_metric, beside_paper, components, estimate, evaluations, grid, localisation,
-                     metrics, number, paper, summary)
+from .report import (PAPER_METHOD, answer_metric, beside_paper, components, estimate, evaluations, first_step_reaching,
+                     grid, localisation, metrics, number, paper, summary)
 from .results import Run, run_folders
 
 
@@ -297,6 +297,204 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
 
 
 # ----------------------------------------------------------------------------------------------------
+# the beta sweep (Tables 6-7)
+
+
+def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False
+              ) -> dict[str, list[Run]]:
+    """MRTPO's runs at each beta (:func:`arm_runs` with ``mrtpo_beta``), keyed ``"beta 0.5"``."""
+    return {f"beta {b:g}": arm_runs(task, ["mrtpo"], model, seeds, steps, force, mrtpo_beta=b)["mrtpo"] for b in betas}
+
+
+def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, verdicts) of a beta sweep (:func:`beta_arms`). The table, per beta: the seeds, held-out ``metric``
+    (mean ± s.e. over seeds), and after the warm-up the mean realised bound s, the share of steps where it is
+    active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the next
+    smaller one (:func:`verdict_table`) and the algebra's prediction (PAPER.md §6.2): where the bound is active on
+    at least ``bound`` of the steps at both betas, s × beta is the same and the two deliver the same advantages, so
+    their difference should be 0 — "agrees" when the interval holds 0, "disagrees" when it excludes it, "cannot
+    tell" with one shared seed."""
+    from . import stats
+    from .report import delivered_reallocation
+
+    arms = {name: runs for name, runs in arms.items() if runs}
+    rows = []
+    for name, runs in arms.items():
+        values = seed_values(runs, metric)
+        mean, se, _ = stats.mean_se(list(values.values()))
+        s = delivered_reallocation(metrics(runs))  # empty when no step got past the warm-up
+        s = s.iloc[0] if len(s) else pd.Series(math.nan, index=["s_mean", "frac_steps_bound_active", "s_times_beta"])
+        rows.append({"beta": float(name.split()[-1]), "seeds": seeds_text(sorted(values)), f"held-out {metric} (± s.e.)":
+                     estimate(mean, se), "mean s": s["s_mean"], "steps with the bound active": s["frac_steps_bound_active"],
+                     "s × beta": s["s_times_beta"]})
+    table = pd.DataFrame(rows, columns=["beta", "seeds", f"held-out {metric} (± s.e.)", "mean s",
+                                        "steps with the bound active", "s × beta"])
+    names = list(arms)
+    verdicts = verdict_table(arms, list(zip(names[1:], names[:-1])), metric)
+    active = dict(zip(names, table["steps with the bound active"]))
+    plateau = [all(active[n] >= bound for n in c.split(" − ")) for c in verdicts["comparison"]]
+    verdicts["bound active at both"] = ["yes" if p else "no" for p in plateau]
+    verdicts["the algebra's prediction"] = [
+        "—" if not p else "cannot tell" if r.startswith(("none", "prompts only")) else
+        "agrees (interval holds 0)" if lo <= 0 <= hi else "disagrees (interval excludes 0)"
+        for p, r, lo, hi in zip(plateau, verdicts["interval over"], verdicts["lo"], verdicts["hi"])]
+    return table, verdicts
+
+
+# ----------------------------------------------------------------------------------------------------
+# convergence (Fig. 5)
+
+
+def smoothed(m: pd.DataFrame, column: str, window: int = 10) -> pd.Series:
+    """``column`` of per-step metrics as a trailing mean over ``window`` steps, per (method, seed)."""
+    return m.groupby(["method", "seed"])[column].transform(lambda x: x.rolling(window, min_periods=1).mean())
+
+
+def tail_slope(curve: pd.Series, tail: float = 0.2) -> float:
+    """Least-squares slope per step of a per-step curve (indexed by step) over its last ``tail`` share of steps."""
+    last = curve.iloc[-max(2, int(round(tail * len(curve)))):].dropna()
+    if len(last) < 2:
+        return math.nan
+    return float(np.polyfit(last.index.to_numpy(float), last.to_numpy(float), 1)[0])
+
+
+def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: int = 10, tail: float = 0.2
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, verdicts) of "reaches the baseline's final value earlier" (Fig. 5), paired by seed.
+
+    Per (method, seed): ``column`` smoothed over ``window`` steps (:func:`smoothed`); its final value; the slope
+    of the raw per-step values over the last ``tail`` of the steps (:func:`tail_slope`, per 100 steps); and the
+    first step where the smoothed curve reaches the baseline's final smoothed value *of the same seed*. The table,
+    per method: seeds, final value, tail slope and first step (mean ± s.e. over seeds; seeds that never reach it
+    are counted). The verdicts: (1) whether the baseline has flattened — its mean tail slope with a 95% bootstrap
+    interval over seeds (PAPER.md §6.6: a claim judged against a still-rising curve says little); (2) per other
+    method, the share of the window it saves (``(last step − first step) / last step``; never reaching counts as
+    saving nothing) with its interval over seeds, against the paper's (``results/paper/fig5_convergence.csv``:
+    MRTPO reaches GDPO's step-100 accuracy at step 60, a share of 0.4)."""
+    from . import stats
+
+    f5 = paper("fig5_convergence").set_index("quantity")["value"]
+    paper_step = float(f5["step reaching GDPO's step-100 accuracy"])
+    claimed = 1 - paper_step / 100
+
+    m = m.assign(_smooth=smoothed(m, column, window))
+    per_seed = []
+    finals = {(meth, seed): g.set_index("step")["_smooth"].iloc[-1] for (meth, seed), g in m.groupby(["method", "seed"])}
+    for (meth, seed), g in m.groupby(["method", "seed"], sort=False):
+        g = g.set_index("step")
+        last = float(g.index.max())
+        target = finals.get((baseline, seed), math.nan)
+        reach = first_step_reaching(g["_smooth"], target) if target == target else math.nan
+        per_seed.append({"method": meth, "seed": seed, "final": g["_smooth"].iloc[-1], "slope": 100 * tail_slope(g[column], tail),
+                         "reach": reach, "never": target == target and reach != reach,
+                         "saved": (last - reach) / last if reach == reach else (0.0 if target == target else math.nan)})
+    seeds = pd.DataFrame(per_seed)
+    rows = []
+    for meth, g in seeds.groupby("method", sort=False):
+        final, slope, reach = (stats.mean_se(g[c]) for c in ("final", "slope", "reach"))
+        rows.append({"method": meth, "seeds": seeds_text(sorted(g["seed"])), "final (smoothed)": estimate(*final[:2]),
+                     f"slope over the last {tail:.0%} (per 100 steps)": estimate(*slope[:2]),
+                     f"first step reaching {baseline}'s final": estimate(*reach[:2], digits=1) if reach[2] else "—",
+                     "seeds never reaching it": int(g["never"].sum())})
+    table = pd.DataFrame(rows)
+
+    def over_seeds(x):
+        x = np.asarray(x, dtype=float)
+        x = x[~np.isnan(x)]
+        lo, hi = stats.bootstrap_interval(lambda i: x[i].mean(), len(x))
+        return (float(x.mean()) if len(x) else math.nan), lo, hi, len(x)
+
+    verdicts = []
+    est, lo, hi, n = over_seeds(seeds.loc[seeds.method == baseline, "slope"])
+    state = ("still rising" if lo > 0 else "falling" if hi < 0 else "no trend detected") if lo == lo else "no interval (one seed)"
+    verdicts.append({"claim": f"{baseline} has flattened by the end of the window (PAPER.md §6.6)", "paper": "not reported",
+                     "ours (95% interval)": f"slope {interval_text(est, lo, hi, 3)} per 100 steps: {state}",
+                     "seeds": n, "verdict": {"still rising": "contradicted", "falling": "reproduced",
+                                             "no trend detected": "inconclusive"}.get(state, "inconclusive"),
+                     "est": est, "lo": lo, "hi": hi})
+    rising = state == "still rising"
+    for meth in seeds.method.unique():
+        if meth == baseline:
+            continue
+        est, lo, hi, n = over_seeds(seeds.loc[seeds.method == meth, "saved"])
+        judged = stats.verdict(lo, hi, claimed if meth == "mrtpo" else None) if n >= 2 else "inconclusive"
+        verdicts.append({"claim": f"{meth} reaches {baseline}'s final value earlier (share of the window saved)",
+                         "paper": f"{claimed:g} (step {paper_step:g} of 100)" if meth == "mrtpo" else "—",
+                         "ours (95% interval)": interval_text(est, lo, hi, 2), "seeds": n,
+                         "verdict": judged + (f"; {baseline} still rising" if rising else ""),
+                         "est": est, "lo": lo, "hi": hi})
+    return table, pd.DataFrame(verdicts)
+
+
+# ----------------------------------------------------------------------------------------------------
+# localisation (Table 4, Fig. 6)
+
+
+def seeds_localisation(runs: list[Run]) -> pd.DataFrame:
+    """:func:`report.localisation` of every run, one frame with a ``seed`` column (the runs of one arm)."""
+    frames = [localisation(r).assign(seed=r.config["config"]["seed"]) for r in runs]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["seed"])
+
+
+def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
+    """Where the shift lands, per group of the ``by`` columns of a localisation frame (one row for all of it when
+    ``by`` is empty): profiles, seeds, the region's share of the shift and of the tokens pooled over the group's
+    responses (``diagnostics.pooled_shares``), the check-region ratio (``diagnostics.check_region_ratio``,
+    PAPER.md §7) with its ``level`` percentile interval from a bootstrap over the group's profiles (seeds pooled;
+    ``stats.bootstrap_interval``), and the mean concentration (share of tokens holding 80% of the shift)."""
+    from . import stats
+    from .diagnostics import check_region_ratio, pooled_shares
+
+    columns = ("shift_inside", "shift_total", "tokens_inside", "tokens_total")
+    rows = []
+    for key, g in (loc.groupby(list(by), sort=True) if len(by) else [((), loc)]):
+        arrays = {c: g[c].to_numpy(float) for c in columns}
+        shift, tokens = pooled_shares(arrays)
+        lo, hi = stats.bootstrap_interval(lambda i: check_region_ratio({c: a[i] for c, a in arrays.items()}), len(g),
+                                          level=level)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "profiles": len(g),
+                     "seeds": seeds_text(sorted(g["seed"].unique())) if "seed" in g else "—",
+                     "shift share": shift, "token share": tokens, "ratio": check_region_ratio(arrays), "lo": lo, "hi": hi,
+                     "concentration80": float(g["concentration80"].mean()) if len(g) else math.nan})
+    return pd.DataFrame(rows, columns=[*by, "profiles", "seeds", "shift share", "token share", "ratio", "lo", "hi",
+                                       "concentration80"])
+
+
+#: a binary verifier's reward -> the constraint state of Table 4
+STATES = {1.0: "satisfied", 0.0: "violated"}
+#: Table 4's rows named by a constraint type -> that type's ``label`` (``task.reward_label``)
+TABLE4_TYPES = {"bullet lines": "detectable_format:number_bullet_lists", "end phrase": "startend:end_checker"}
+
+
+def localisation_verdicts(loc: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Table 4's claims against a localisation frame with a ``state`` column (:data:`STATES`): per row of
+    ``results/paper/table4_localization.csv`` — "all satisfied" / "all violated" (every constraint type in that
+    state) and the rows named by one constraint type (:data:`TABLE4_TYPES`, both states) — the paper's ratios, ours
+    with its interval (:func:`region_table`), the profiles and seeds, and the verdict against no localisation
+    (ratio 1; ``stats.verdict`` with the paper's median ratio as the claim). A paper row whose ratio is 1 (the
+    region is the whole response) claims nothing: its verdict is "—"."""
+    from . import stats
+
+    rows = []
+    for name, g in paper("table4_localization").groupby("constraint_state", sort=False):
+        if name.startswith("all "):
+            sel = loc[loc["state"] == name.removeprefix("all ")]
+        else:
+            sel = loc[loc["label"] == TABLE4_TYPES[name]]
+        r = region_table(sel, level=level).iloc[0] if len(sel) else None
+        claimed = float(g["ratio"].median())
+        text = "; ".join(f"{ratio:g}" + (f" ({m.split('-')[-1]})" if isinstance(m, str) else "")
+                         for ratio, m in zip(g["ratio"], g["model"]))
+        ratio, lo, hi = (r["ratio"], r["lo"], r["hi"]) if r is not None else (math.nan,) * 3
+        rows.append({"claim": name, "paper ratio": text, "ours (95% interval)": interval_text(ratio, lo, hi, 2, sign=""),
+                     "profiles": len(sel), "seeds": r["seeds"] if r is not None else "none",
+                     "verdict": stats.verdict(lo, hi, claimed, 1.0) if claimed > 1 else "—",
+                     "ratio": ratio, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------------
 # the landing page: the paper's claims against the committed runs
 
 
@@ -306,7 +504,6 @@ def verdicts(model: str = "tiny") -> pd.DataFrame:
     interval, the interval (``est``, ``lo``, ``hi``), the null value (no effect) and the paper's value on our
     scale (``claimed``), the verdict (``stats.verdict``) and the book page (notebook name) that shows it."""
     from . import stats
-    from .diagnostics import check_region_ratio
 
     rows = []
 
@@ -339,15 +536,15 @@ def verdicts(model: str = "tiny") -> pd.DataFrame:
         "not tested", ours, est, lo, hi, 0.0, None)
 
     runs = finished("if", "mrtpo", model)
-    loc = localisation(runs[0]) if runs else pd.DataFrame()
+    loc = seeds_localisation(runs)
     t4 = paper("table4_localization").set_index("constraint_state")["ratio"]
     groups = t4[t4.index.str.startswith("all ")]
     if len(loc) > 1:
-        ratio = check_region_ratio(loc)
-        lo, hi = stats.bootstrap_interval(lambda i: check_region_ratio(loc.iloc[i]), len(loc))
-        ours = (f"ratio {interval_text(ratio, lo, hi, 2, sign='')}: {100 * loc['shift_share'].mean():.1f}% of the shift "
-                f"on {100 * loc['token_share'].mean():.1f}% of the tokens ({len(loc)} profiles, seed "
-                f"{runs[0].config['config']['seed']}; interval over profiles)")
+        r = region_table(loc).iloc[0]
+        ratio, lo, hi = r["ratio"], r["lo"], r["hi"]
+        ours = (f"ratio {interval_text(ratio, lo, hi, 2, sign='')}: {100 * r['shift share']:.1f}% of the shift "
+                f"on {100 * r['token share']:.1f}% of the tokens ({len(loc)} profiles, seed{'s' * (len(runs) > 1)} "
+                f"{r['seeds']}; interval over profiles)")
     else:
         ratio = lo = hi = math.nan
         ours = "no saved profiles"
@@ -358,7 +555,7 @@ def verdicts(model: str = "tiny") -> pd.DataFrame:
     runs = finished("sql", "mrtpo", model)
     f6 = paper("fig6_concentration").set_index("task")
     low, high = f6.at["text-to-SQL", "tokens_for_80pct_low"], f6.at["text-to-SQL", "tokens_for_80pct_high"]
-    conc = localisation(runs[0])["concentration80"].dropna().to_numpy() if runs else np.array([])
+    conc = seeds_localisation(runs)["concentration80"].dropna().to_numpy() if runs else np.array([])
     if len(conc) > 1:
         m = float(conc.mean())
         lo, hi = stats.bootstrap_interval(lambda i: conc[i].mean(), len(conc))

@@ -175,6 +175,36 @@ def method_bars(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ylabel
     return fig
 
 
+def interval_bars(table: pd.DataFrame, x: str, est: str = "ratio", lo: str = "lo", hi: str = "hi", hue: str | None = None,
+                  reference: float | None = None, ylabel: str = "", title: str = ""):
+    """One bar per row of an estimate table (``x``, split by ``hue``) with its interval ``[lo, hi]`` as an error
+    bar, and a dashed line at ``reference`` (e.g. 1 = uniform); for statistics of sets, such as pooled ratios,
+    that have no per-run rows to average."""
+    if table.empty or table[est].isna().all():
+        return empty(f"no data for {title or est}")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = list(dict.fromkeys(table[x]))
+    hues = list(dict.fromkeys(table[hue])) if hue else [None]
+    width = 0.8 / len(hues)
+    for j, h in enumerate(hues):
+        part = table if hue is None else table[table[hue] == h]
+        pos = np.array([xs.index(v) for v in part[x]]) - 0.4 + width * (j + 0.5)
+        values = part[est].to_numpy(float)
+        err = np.abs(np.vstack([values - part[lo].to_numpy(float), part[hi].to_numpy(float) - values]))
+        ax.bar(pos, values, width, label=h, alpha=0.8)
+        ax.errorbar(pos, values, yerr=np.nan_to_num(err), fmt="none", ecolor="black", capsize=3, lw=1)
+    if reference is not None:
+        ax.axhline(reference, color="#555555", lw=1, ls="--")
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_ylabel(ylabel or est)
+    ax.set_title(title)
+    if hue:
+        ax.legend(title=hue, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _readable_ticks(ax)
+    fig.tight_layout()
+    return fig
+
+
 def _readable_ticks(ax, chars_per_slot: int = 11) -> None:
     """Slant the category labels when the longest would not fit its slot (about 11 characters at 7 in wide),
     so that names such as ``mrtpo+constlen`` never print over each other."""

@@ -112,28 +112,34 @@ def delivered_reallocation(m: pd.DataFrame) -> pd.DataFrame:
 
 
 def replay_rates(m: pd.DataFrame) -> dict[str, float]:
-    """Replay rates of one run's metrics (PAPER.md §7): over the response–reward pairs that exist (a reward that
-    does not apply to a prompt is not a pair), the share replayed (non-zero group std), pooled over steps, overall
-    and per reward; effective K (pairs replayed per response); the replay's median share of a step's time.
+    """Replay rates of one run's metrics (PAPER.md §7, ``advantages.replay_rate``): over the response–reward pairs
+    that exist (a reward that does not apply to a prompt is not a pair), the share replayed (non-zero group std),
+    pooled over steps, overall and per reward; the rewards applying per response and effective K (pairs replayed
+    per response); the replay's median share of a step's time.
 
-    A step has ``completions_per_step`` responses (:func:`metrics` adds the column; one process, one generation
-    round per step, as at the tiny scale); ``<reward>/not_applicable`` counts the responses the reward does not
-    apply to, so reward k's pairs are ``completions_per_step − not_applicable_k`` and its replayed pairs
-    ``mrtpo/<k>/frac_replayed × completions_per_step``."""
+    A step has ``completions_per_step`` responses B (:func:`metrics` adds the column; one process, one generation
+    round per step, as at the tiny scale); ``<reward>/not_applicable`` counts the responses reward k does not apply
+    to, so k's pairs in a step are ``B − not_applicable_k`` and its replayed pairs ``mrtpo/<k>/frac_replayed`` times
+    those. Run folders written before the trainer logged ``mrtpo/rewards_applying`` logged ``frac_replayed`` over
+    all B responses, so there the replayed pairs are ``frac_replayed × B``."""
+    from .advantages import replay_rate
+
     per_reward = [c.split("/")[1] for c in m.columns
                   if c.startswith("mrtpo/") and c.endswith("/frac_replayed") and c.count("/") == 2]
     B = m["completions_per_step"]
-    replayed = {k: (m[f"mrtpo/{k}/frac_replayed"] * B).sum() for k in per_reward}
-    pairs = {k: (B - m.get(f"{k}/not_applicable", 0.0)).sum() for k in per_reward}
-    row = {"pairs replayed (of those that exist)": sum(replayed.values()) / sum(pairs.values()) if per_reward else math.nan,
-           "effective K": m["mrtpo/effective_k"].mean(),
-           "rewards applying per response": sum(pairs.values()) / B.sum() if per_reward else math.nan,
+    pairs_k = {k: B - m.get(f"{k}/not_applicable", 0.0) for k in per_reward}
+    over = pairs_k if "mrtpo/rewards_applying" in m else {k: B for k in per_reward}
+    replayed = {k: (m[f"mrtpo/{k}/frac_replayed"] * over[k]).sum() for k in per_reward}  # NaN rate: no pair that step
+    pairs = {k: p.sum() for k, p in pairs_k.items()}
+    rate, applying, effective_k = replay_rate(sum(replayed.values()), sum(pairs.values()), B.sum()) if per_reward else \
+        (math.nan,) * 3
+    row = {"pairs replayed (of those that exist)": rate, "effective K": effective_k,
+           "rewards applying per response": applying,
            "replay share of step": (m["time/replay"] / m["step_time"]).median()}
-    row.update({k: replayed[k] / pairs[k] if pairs[k] > 0 else math.nan for k in per_reward})
+    row.update({k: replay_rate(replayed[k], pairs[k], B.sum())[0] for k in per_reward})
     return row
 
 
-#: the step phases of ``benchmarks/step_cost.py``, in the order a step runs them
 STEP_PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 
@@ -172,6 +178,36 @@ def run_time_table(runs: pd.DataFrame, goal: float = 2.0) -> pd.DataFrame:
     out["halved"] = (out["speedup"] >= goal).where(measured)
     out["same_run_hash"] = (runs.groupby("task")["run_folder"].nunique() == 1).where(measured)
     return out.reset_index()
+
+
+def compute_spent(runs: pd.DataFrame) -> pd.DataFrame:
+    """Measured compute of run folders (``results.runs_table`` rows), per task and in total ("all"): the runs, the
+    summed training and evaluation time in hours (``summary.json``'s ``train_runtime_s`` and ``eval_runtime_s``),
+    their sum, and how many runs recorded each — folders written before evaluation time was recorded, or resumed
+    after their last step, lack it, so a count below the runs makes that sum a lower bound."""
+    def row(task, part):
+        train, evaluation = part["train_s"].sum() / 3600, part["eval_s"].sum() / 3600
+        return {"task": task, "runs": len(part), "train hours": train, "evaluation hours": evaluation,
+                "total hours": train + evaluation, "runs with train time": int(part["train_s"].notna().sum()),
+                "runs with evaluation time": int(part["eval_s"].notna().sum())}
+
+    rows = [row(task, part) for task, part in runs.groupby("task")] + [row("all", runs)]
+    return pd.DataFrame(rows)
+
+
+def compute_sentence(spent: pd.DataFrame, model: str) -> str:
+    """The "all" row of :func:`compute_spent` as one sentence, saying which times are missing rather than 0."""
+    t = spent.set_index("task").loc["all"]
+    runs, timed, evaluated = int(t["runs"]), int(t["runs with train time"]), int(t["runs with evaluation time"])
+    if runs == 0:
+        return f"No {model} run folder is committed yet."
+    train = f"{t['train hours']:.1f} hours of training" + (f" (recorded for {timed} of them)" if timed < runs else "")
+    if evaluated == 0:
+        evaluation = "evaluation time is not recorded in these folders (written before it was), so that is the total"
+    else:
+        evaluation = (f"{t['evaluation hours']:.1f} hours of evaluation (recorded for {evaluated} of them), "
+                      f"{t['total hours']:.1f} hours in all{' at least' if evaluated < runs or timed < runs else ''}")
+    return f"The {runs} committed {model} run folders took {train}; {evaluation}."
 
 
 def relevance_text(run: Run, profile: dict | None = None):

@@ -8,7 +8,8 @@ A run folder (``mrtpo.runs``) holds::
     eval_prompts.csv  the same per held-out prompt: benchmark, decoding, prompt (index), metric, value (mean over
                     that prompt's samples); absent in folders written before it was added
     profiles.jsonl  sampled per-token q profiles (token-level methods)
-    summary.json    weights hash, train runtime, whether the run was resumed
+    summary.json    weights hash, train runtime, evaluation runtime (absent in folders written before it was
+                    recorded), whether the run was resumed
     tokenizer/      the run's tokenizer (token-level figures need no base model)
     base_recipe.json  the tiny base's recipe and warm-up mix (tiny scale)
     SHA256SUMS      sha256 of every file, written at completion, checked on reuse (``mrtpo.manifest``)
@@ -91,8 +92,8 @@ def run_folders(task: str | None = None) -> list[Path]:
 
 
 def runs_table(task: str | None = None):
-    """One row per run folder: task, model, method, mrtpo_beta, seed, steps, train time, and its path under the
-    results root."""
+    """One row per run folder: task, model, method, mrtpo_beta, seed, steps, train and evaluation time in seconds
+    (NaN where the folder did not record it), and its path under the results root."""
     import pandas as pd
 
     rows = []
@@ -101,5 +102,6 @@ def runs_table(task: str | None = None):
         summary = json.loads((p / "summary.json").read_text())
         rows.append({"task": cfg["task"], "model": cfg["model"], "method": arm_label(cfg),
                      "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
-                     "train_s": summary["train_runtime_s"], "path": p.relative_to(results_root()).as_posix()})
-    return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "path"])
+                     "train_s": summary["train_runtime_s"], "eval_s": summary.get("eval_runtime_s", float("nan")),
+                     "path": p.relative_to(results_root()).as_posix()})
+    return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "eval_s", "path"])

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -330,7 +331,9 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
         if recipe.exists():
             shutil.copy(recipe, tmp / "base_recipe.json")
         per_prompt: list[dict] = []
+        start = time.perf_counter()
         results = evaluate(cfg, work / "final", per_prompt=per_prompt)
+        summary["eval_runtime_s"] = round(time.perf_counter() - start, 2)
         (tmp / "eval.json").write_text(json.dumps(results, indent=2))
         pd.DataFrame(eval_rows(cfg, folder.name, results)).to_csv(tmp / "eval.csv", index=False)
         pd.DataFrame(per_prompt).to_csv(tmp / "eval_prompts.csv", index=False)

@@ -18,7 +18,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from .advantages import DISTILLING, METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed
+from .advantages import DISTILLING, METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed, replay_rate
 from .diagnostics import record_entropies
 from .distillation import DIVERGENCES, distillation_loss
 from .relevance import concentration, median_correlations, specificity
@@ -346,18 +346,24 @@ class MRTPOTrainer(GRPOTrainer):
 
     # -- logs ------------------------------------------------------------------------------------------------
     def _log_reward_variance(self, rewards: torch.Tensor, need: torch.Tensor) -> None:
-        """Per reward: share of groups with non-zero std, share of response-reward pairs replayed; effective K."""
+        """Per reward: share of groups with non-zero std and, for the replaying schemes, the replay rate over the
+        response–reward pairs that exist (``advantages.replay_rate``, PAPER.md §7: a reward that does not apply
+        to a response is no pair; NaN in a step where reward k applies to none); over all rewards: that rate,
+        the rewards applying per response and effective K (pairs replayed per response)."""
         metrics = self._metrics["train"]
-        G = self.num_generations
+        G, B = self.num_generations, need.shape[0]
         groups_vary = need.reshape(-1, G, need.shape[1]).any(dim=1).float()
+        applicable = ~torch.isnan(rewards)
         replays = self.args.advantage in REPLAYING
         for k, name in enumerate(self.reward_func_names):
             metrics[f"mrtpo/{name}/frac_groups_nonzero_std"].append(groups_vary[:, k].mean().item())
             if replays:
-                metrics[f"mrtpo/{name}/frac_replayed"].append(need[:, k].float().mean().item())
+                metrics[f"mrtpo/{name}/frac_replayed"].append(replay_rate(need[:, k].sum(), applicable[:, k].sum(), B)[0])
         if replays:
-            metrics["mrtpo/frac_replayed"].append(need.float().mean().item())
-            metrics["mrtpo/effective_k"].append(need.float().sum(1).mean().item())
+            rate, applying, effective_k = replay_rate(need.sum(), applicable.sum(), B)
+            metrics["mrtpo/frac_replayed"].append(rate)
+            metrics["mrtpo/rewards_applying"].append(applying)
+            metrics["mrtpo/effective_k"].append(effective_k)
 
     def _log_relevance(self, q, mask, need, rewards, completion_ids, entropy=None) -> None:
         """Mean q and 80%-concentration per reward over replayed responses, reward-specificity (median

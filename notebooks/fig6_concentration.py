@@ -51,9 +51,9 @@ loc = pd.concat(frames, ignore_index=True)
 # %%
 groups = loc.groupby(["task", "reward"])
 table = groups.agg(**{"responses": ("step", "count"), "tokens holding 80% of the shift": ("concentration80", "mean")})
-# the paper's definition (PAPER.md §7): the ratio of the mean shares, not the mean of per-response ratios
+# PAPER.md §7: shares pooled over the responses, not the mean of per-response ratios
 table["check-region ratio"] = [check_region_ratio(group) for _, group in groups]  # in the table's (sorted) order
-table = table.assign(**{"shift in <think>": groups["think_shift_share"].mean()}).reset_index()
+table = table.assign(**{"shift in <think>": groups["think_shift"].sum() / groups["shift_total"].sum()}).reset_index()
 f6 = report.paper("fig6_concentration").set_index("task")
 paper_task = {"sql": "text-to-SQL", "tool": "tool calling"}  # the paper's Fig. 6 has no instruction following
 table["paper: tokens holding 80%"] = [
@@ -81,6 +81,6 @@ if shown is not None:
 
 # %% [markdown]
 # **Reading the figure.** Lower is more concentrated. PAPER.md §6.1 asks for check-region ratios and region
-# shares for every task: the check-region ratio is the mean share of the shift inside the verifier's region
-# over the region's mean share of tokens (PAPER.md §7); above 1 the shift favours the tokens the verifier reads;
-# "shift in <think>" shows how much of it lands in the reasoning instead.
+# shares for every task: the check-region ratio is the share of the shift inside the verifier's region over the
+# region's share of tokens, both pooled over the responses (PAPER.md §7); above 1 the shift favours the tokens
+# the verifier reads; "shift in <think>" (pooled the same way) shows how much of it lands in the reasoning instead.

@@ -109,19 +109,6 @@ fig = plots.method_bars(bench, "variant", "ratio_to_gdpo", hue="task", ylabel="m
 plots.save(fig, "replay_cost_bench")
 
 # %% [markdown]
-# ## How long the runs took
-#
-# Training time of every run folder at this scale (`summary.json`; evaluation not included), in minutes. The
-# runs were trained one or two at a time on the 2-core CPU machine this book is built on.
-
-# %%
-from mrtpo.results import runs_table
-
-times = runs_table()
-times = times[times["model"] == model]
-display(times.assign(train_min=times["train_s"] / 60).groupby(["task", "method"])["train_min"].agg(["count", "median", "max"]).round(1))
-
-# %% [markdown]
 # **Reading the tables.** The replay's cost scales with the effective K, not with K: rewards whose groups
 # all agree are never replayed. The benchmarks' machine and sizes are in their CSVs; ratios measured on a
 # 2-core CPU with a tiny policy are not GPU figures.

@@ -17,14 +17,15 @@
 # # Table 4: does each constraint's shift land where its checker reads?
 #
 # For instruction following, each constraint's verifier reads a region of the response (the end phrase, the
-# title, the bullet lines, the keyword occurrences, ...). For every saved profile of the MRTPO run: the share
-# of that constraint's shift inside its read region, the region's share of tokens, and their ratio (1 =
-# no better than uniform), split by whether the constraint was satisfied. Paper (Table 4): ratios 1.9–5.1,
-# bullet lines 1.0, end phrase 9.1.
+# title, the bullet lines, the keyword occurrences, ...). For the saved profiles of every seed of the MRTPO run:
+# the share of that constraint's shift inside its read region, the region's share of tokens, and the
+# check-region ratio — both shares pooled over the responses, then divided (PAPER.md §7; 1 = no better than
+# uniform) — split by whether the constraint was satisfied. Paper (Table 4): ratios 1.9–5.1, bullet lines 1.0,
+# end phrase 9.1.
 
 # %% tags=["parameters"]
 model = "tiny"
-seeds = [0]
+seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
 task = "if"
@@ -32,33 +33,40 @@ task = "if"
 # %%
 import pandas as pd
 
-from mrtpo import plots, report
+from mrtpo import evidence, plots, report
 
 plan = report.check_model(task, model)
-run = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
-loc = report.localisation(run)
-loc["state"] = loc["reward_value"].map({1.0: "satisfied", 0.0: "violated"})
+runs = evidence.arm_runs(task, ["mrtpo"], model, seeds, steps, force)["mrtpo"]
+loc = evidence.seeds_localisation(runs)
+loc["state"] = loc["reward_value"].map(evidence.STATES)
+verdicts = evidence.localisation_verdicts(loc)
+
+# %% [markdown]
+# ## Verdicts
+#
+# Each of the paper's rows against ours: the pooled ratio with a 95% interval from a bootstrap over the saved
+# profiles (the seeds pooled); "reproduced" when the interval lies above 1 (the shift favours the checker's
+# region), "contradicted" when below, "not reproduced" when it holds 1 but excludes the paper's ratio.
 
 # %%
-shares = {"n": ("step", "count"), "shift %": ("shift_share", lambda x: 100 * x.mean()),
-          "token %": ("token_share", lambda x: 100 * x.mean())}
-table = pd.concat([loc.assign(label="all").groupby(["label", "state"]).agg(**shares),
-                   loc.groupby(["label", "state"]).agg(**shares)]).reset_index()
-table["ratio"] = table["shift %"] / table["token %"]
-# the paper's rows: both constraint states pooled ("all ..."), and two constraint types by their own names
-paper = report.paper("table4_localization").assign(model=lambda d: d["model"].fillna("text"))
-paper_row = {"detectable_format:number_bullet_lists": "bullet lines", "startend:end_checker": "end phrase"}
-keys = [f"all {s}" if label == "all" else paper_row.get(label, label) for label, s in zip(table["label"], table["state"])]
-ratios = {k: ", ".join(f"{m.split('-')[-1]}: {r:g}" for r, m in zip(g["ratio"], g["model"]))
-          for k, g in paper.groupby("constraint_state")}
-table["paper ratio"] = [ratios.get(k, "—") for k in keys]
+display(verdicts.drop(columns=["ratio", "lo", "hi"]).set_index("claim"))
+
+# %% [markdown]
+# ## Per constraint type and state
+
+# %%
+table = pd.concat([evidence.region_table(loc.assign(label="all"), ["label", "state"]),
+                   evidence.region_table(loc, ["label", "state"])], ignore_index=True)
 table["label"] = table["label"].str.split(":").str[-1]  # the constraint's name without its group
-display(table.round(2).set_index(["label", "state"]))
+view = table.assign(**{"shift %": 100 * table["shift share"], "token %": 100 * table["token share"],
+                       "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="")
+                                                for r, lo, hi in zip(table["ratio"], table["lo"], table["hi"])]})
+display(view[["label", "state", "profiles", "seeds", "shift %", "token %", "ratio (95% interval)", "concentration80"]]
+        .round(2).set_index(["label", "state"]))
 
 # %%
-fig = plots.method_bars(loc, "label", "ratio", hue="state", ylabel="shift share / token share in the read region",
-                        title="check-region ratio per constraint type (1 = uniform)")
-fig.axes[0].tick_params(axis="x", rotation=60)
+fig = plots.interval_bars(table, "label", hue="state", reference=1.0, ylabel="check-region ratio (1 = uniform)",
+                          title="shift share / token share in the read region, pooled (95% intervals)")
 plots.save(fig, f"table4_{model}")
 
 # %% [markdown]
@@ -66,7 +74,7 @@ plots.save(fig, f"table4_{model}")
 # reads underlined.
 
 # %%
-shown = report.relevance_text(run)  # the saved profile where the most constraints moved the policy
+shown = report.relevance_text(runs[0]) if runs else None  # the saved profile where the most constraints moved the policy
 if shown is not None:
     shown.save(f"table4_profile_{model}")
     display(shown)
@@ -74,8 +82,8 @@ if shown is not None:
 # %% [markdown]
 # **Reading the table.** A ratio near 1 for a region that covers most of the response (bullet lines, whole-
 # response checks) says nothing: the region is the response. The informative rows are small regions (end
-# phrase, title, keywords); the paper's largest ratio is on such a row.
+# phrase, title, keywords); the paper's largest ratio is on such a row. The intervals resample profiles, not
+# seeds: they hold the sampling noise of the profiles, not the seed-to-seed spread of the runs.
 #
-# `ratio` above 1 marks a row whose shift favours the checker's region. The instruction-following warm-up edits
-# exactly these regions when a constraint's block is absent (`mrtpo.tasks.warmup.IF_VIOLATIONS`), so at the tiny scale
-# any such row is partly designed.
+# The instruction-following warm-up edits exactly these regions when a constraint's block is absent
+# (`mrtpo.tasks.warmup.IF_VIOLATIONS`), so at the tiny scale any row above 1 is partly designed.

@@ -15,6 +15,7 @@ from mrtpo.advantages import (
     group_normalize,
     grpo_advantages,
     replay_needed,
+    replay_rate,
     saw_weights,
     shuffle_positions,
     token_advantages,
@@ -128,6 +129,17 @@ def test_nan_rewards_are_not_replayed_and_unscorable_get_zero():
     assert A[2] == 0
     adv, _ = token_advantages(A_k, token_weights(torch.rand(4, 2, 3), torch.ones(4, 3), 0.5), torch.ones(4, 3))
     assert torch.equal(adv[2], torch.zeros(3)) and torch.isfinite(adv).all()
+
+
+def test_replay_rate_counts_only_the_pairs_that_exist():
+    """Two groups of 2, two rewards; the second applies to the first group only (4 slots, 2 pairs)."""
+    nan = float("nan")
+    rewards = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, nan], [1.0, nan]])
+    need = replay_needed(rewards, 2)  # reward 0 varies in group 1 only; reward 1 varies where it applies
+    rate, applying, effective_k = replay_rate(need.sum(), (~torch.isnan(rewards)).sum(), 4)
+    assert rate == pytest.approx(4 / 6) and applying == pytest.approx(1.5) and effective_k == pytest.approx(1.0)
+    assert need.float().mean() == pytest.approx(0.5)  # dividing by every slot would say 4 of 8
+    assert math.isnan(replay_rate(0, 0, 4)[0]) and replay_rate(0, 0, 4)[2] == 0.0
 
 
 def test_group_normalize_and_grpo_values():

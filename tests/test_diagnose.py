@@ -2,11 +2,12 @@
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
 from mrtpo import diagnostics as D
-from mrtpo.diagnose import pooled_ratio, verdict
+from mrtpo.diagnose import verdict
 from mrtpo.relevance import token_entropy
 
 
@@ -32,16 +33,55 @@ def test_generation_entropies_equal_a_forward_on_the_sampled_tokens(smoke_policy
     assert len(steps) == generated.shape[1]  # the hook is gone after the block
 
 
-def test_pooled_ratio_is_a_ratio_of_pooled_shares():
-    q = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]])
-    inside = torch.tensor([[1, 0, 0, 0], [0, 0, 0, 1]], dtype=torch.bool)
-    mask = torch.ones(2, 4)
-    # shift inside 3 of 4, tokens inside 2 of 8
-    assert pooled_ratio(q, inside, mask) == pytest.approx((3 / 4) / (2 / 8))
-    assert pooled_ratio(torch.ones(2, 4), inside, mask) == pytest.approx(1.0)  # uniform q: no better than uniform
-    assert math.isnan(pooled_ratio(torch.zeros(2, 4), inside, mask))
-    mask[1, 3] = 0  # padding never counts, inside or not
-    assert pooled_ratio(q, inside, mask) == pytest.approx((1 / 2) / (1 / 7))
+def test_check_region_ratio_pools_shares_over_responses():
+    """Hand example: response 1 has 1 of 10 tokens in its region holding 1 of its shift 2; response 2 has 6 of 10
+    tokens in its region holding 1.5 of its shift 6."""
+    loc = pd.DataFrame({"shift_inside": [1.0, 1.5], "shift_total": [2.0, 6.0], "tokens_inside": [1, 6], "tokens_total": [10, 10]})
+    pooled = (2.5 / 8) / (7 / 20)  # PAPER.md §7: (sum q inside / sum q) / (tokens inside / tokens)
+    assert D.check_region_ratio(loc) == pytest.approx(pooled) == pytest.approx(0.8929, abs=1e-4)
+    assert D.pooled_shares(loc) == (pytest.approx(0.3125), pytest.approx(0.35))
+    # the same number as mean q over the set's region tokens / mean q over all its tokens
+    assert D.check_region_ratio(loc) == pytest.approx((2.5 / 7) / (8 / 20))
+    # not the mean of per-response ratios, which the small region inflates: (5 + 0.417) / 2
+    per_response = (loc["shift_inside"] / loc["shift_total"]) / (loc["tokens_inside"] / loc["tokens_total"])
+    assert per_response.mean() == pytest.approx(2.7083, abs=1e-4)
+    # nor the ratio of per-response shares averaged over responses (a response with little shift weighs alike)
+    mean_shares = (loc["shift_inside"] / loc["shift_total"]).mean() / (loc["tokens_inside"] / loc["tokens_total"]).mean()
+    assert mean_shares == pytest.approx(0.375 / 0.35) != pytest.approx(pooled)
+    assert math.isnan(D.check_region_ratio(loc.iloc[:0]))
+    assert math.isnan(D.check_region_ratio(loc.assign(tokens_inside=0)))  # no region tokens
+    uniform = {"shift_inside": torch.tensor([1.0, 6.0]), "shift_total": torch.tensor([10.0, 10.0]),
+               "tokens_inside": torch.tensor([1.0, 6.0]), "tokens_total": torch.tensor([10.0, 10.0])}
+    assert D.check_region_ratio(uniform) == pytest.approx(1.0)  # tensors too; uniform q: no better than uniform
+
+
+def test_diagnose_figures_use_the_pooled_check_region_ratio():
+    """``summarise`` on two responses of one group: padding never counts, and the ratio is the pooled one."""
+    from mrtpo.diagnose import summarise
+
+    class Chars:  # one token per character: token i spans [i, i + 1)
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join(map(chr, ids))
+
+    class OneReward:
+        def reward_funcs(self):
+            def a(prompts, completions, **kw):
+                return [0.0] * len(prompts)
+            return [a]
+
+        def check_regions(self, text, row):
+            return {"a": [(0, 1)]}  # the first token
+
+    texts = ["xxxx", "yyy"]
+    ids = torch.tensor([[ord("x")] * 4, [ord("y")] * 3 + [0]])
+    mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 1, 0]])
+    q = torch.tensor([[[1.0, 1, 0, 0]], [[0.0, 0, 3, 5]]])  # the 5 sits on padding
+    out = summarise(OneReward(), [{}, {}], texts, ids, mask, torch.tensor([[0.0], [1.0]]), torch.ones(2, 1, dtype=torch.bool),
+                    q, torch.zeros(2, 4), Chars(), num_generations=2, step_prompts=1, beta=0.5)
+    pooled = (1 / 5) / (2 / 7)  # shift inside 1 of 5 (padding excluded), region tokens 2 of 7
+    assert out["rewards"]["a"]["check_region_ratio"] == pytest.approx(pooled)
+    assert out["overall"]["check_region_ratio"] == pytest.approx(pooled)
+    assert pooled != pytest.approx(((1 / 2) / (1 / 4) + 0.0) / 2)  # the mean of per-response ratios: 1.0
 
 
 def test_verdict_applies_the_readers_rule_and_names_specificity():
@@ -89,5 +129,9 @@ def test_localisation_rows_carry_the_specificity_columns(smoke_policy):
     assert loc.loc["format", "cross_reward_corr"] == pytest.approx(-1.0, abs=1e-5)
     assert loc.loc["execution_match", "entropy_corr"] == pytest.approx(1.0, abs=1e-5)
     assert loc.loc["format", "entropy_corr"] == pytest.approx(-1.0, abs=1e-5)
+    # the sums the pooled shares are made of: all of q and every token, the region's part of them
+    assert loc.loc["format", "shift_total"] == pytest.approx(float((1 - q).sum()), rel=1e-5)
+    assert (loc["tokens_total"] == len(ids)).all() and (loc["tokens_inside"] <= loc["tokens_total"]).all()
+    assert (loc["shift_inside"] <= loc["shift_total"] + 1e-6).all() and (loc["think_shift"] > 0).all()
     del profile["entropy"]
     assert D.localisation([profile], get_task("sql"), tok)["entropy_corr"].isna().all()  # older runs: not saved

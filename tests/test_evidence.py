@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from mrtpo import evidence, report
-from mrtpo.diagnostics import check_region_ratio
 from mrtpo.manifest import write_manifest
 from mrtpo.results import Run
 
@@ -140,17 +139,100 @@ def test_replay_rate_divides_by_the_pairs_that_exist():
                       "mrtpo/b/frac_replayed": [0.5, 0.5], "a/not_applicable": [0.0, 0.0], "b/not_applicable": [4.0, 4.0],
                       "mrtpo/frac_replayed": [0.5, 0.375], "mrtpo/effective_k": [1.0, 0.75],
                       "time/replay": [1.0, 1.0], "step_time": [4.0, 4.0]})
-    rates = report.replay_rates(m)
-    assert rates["b"] == 1.0 and rates["a"] == pytest.approx(0.375)
-    assert rates["pairs replayed (of those that exist)"] == pytest.approx((4 + 2 + 4 + 4) / (16 + 8))
-    assert rates["rewards applying per response"] == 1.5 and rates["effective K"] == 0.875
-    # the trainer's own mrtpo/frac_replayed divides by every slot: lower whenever a reward does not apply
-    assert m["mrtpo/frac_replayed"].mean() < rates["pairs replayed (of those that exist)"]
+    # the trainer's log (PAPER.md §7): each reward's rate over its pairs, b's over the 4 responses it applies to
+    logged = m.assign(**{"mrtpo/b/frac_replayed": [1.0, 1.0], "mrtpo/frac_replayed": [8 / 12, 6 / 12],
+                         "mrtpo/rewards_applying": [1.5, 1.5]})
+    # run folders written before: frac_replayed over all 8 responses of every reward and step
+    for log in (logged, m):
+        rates = report.replay_rates(log)
+        assert rates["b"] == 1.0 and rates["a"] == pytest.approx(0.375)
+        assert rates["pairs replayed (of those that exist)"] == pytest.approx((4 + 2 + 4 + 4) / (16 + 8))
+        assert rates["rewards applying per response"] == 1.5 and rates["effective K"] == pytest.approx(0.875)
+    assert logged["mrtpo/frac_replayed"].mean() == pytest.approx(rates["pairs replayed (of those that exist)"], abs=0.01)
 
 
-def test_check_region_ratio_is_the_ratio_of_mean_shares_not_the_mean_of_ratios():
-    loc = pd.DataFrame({"shift_share": [0.10, 0.50], "token_share": [0.02, 0.60]})
-    loc["ratio"] = loc["shift_share"] / loc["token_share"]
-    assert check_region_ratio(loc) == pytest.approx(0.30 / 0.31)
-    assert loc["ratio"].mean() > 2  # a small region inflates the mean of per-response ratios
-    assert math.isnan(check_region_ratio(loc.iloc[:0]))
+def test_region_table_pools_each_group_and_brackets_its_ratio():
+    """Two constraint states: the ratio of each is its pooled one (PAPER.md §7), inside its bootstrap interval."""
+    loc = pd.DataFrame({"state": ["ok", "ok", "ok", "bad", "bad"], "seed": [0, 0, 1, 0, 1],
+                        "shift_inside": [1.0, 1.5, 0.5, 2.0, 0.0], "shift_total": [2.0, 6.0, 1.0, 4.0, 4.0],
+                        "tokens_inside": [1, 6, 2, 5, 5], "tokens_total": [10, 10, 10, 10, 10],
+                        "concentration80": [0.2, 0.4, 0.3, 0.5, 0.5]})
+    table = evidence.region_table(loc, ["state"]).set_index("state")
+    assert table.loc["ok", "ratio"] == pytest.approx((3 / 9) / (9 / 30)) and table.loc["ok", "profiles"] == 3
+    assert table.loc["bad", "shift share"] == pytest.approx(0.25) and table.loc["bad", "token share"] == pytest.approx(0.5)
+    assert table.loc["ok", "seeds"] == "0, 1" and table.loc["ok", "concentration80"] == pytest.approx(0.3)
+    for row in table.itertuples():
+        assert row.lo <= row.ratio <= row.hi
+    whole = evidence.region_table(loc)
+    assert len(whole) == 1 and whole["ratio"].iloc[0] == pytest.approx((5 / 17) / (19 / 50))
+
+
+def test_localisation_verdicts_follow_table4s_rows():
+    """Satisfied constraints with their shift on a tenth of the tokens; violated ones with none of it there."""
+    n = 6
+    loc = pd.DataFrame({"state": ["satisfied"] * n + ["violated"] * n, "seed": [0, 1] * n,
+                        "label": ["startend:end_checker"] * n + ["detectable_format:number_bullet_lists"] * n,
+                        "shift_inside": [0.5, 0.6, 0.4, 0.5, 0.55, 0.45] + [0.1] * n, "shift_total": [1.0] * 2 * n,
+                        "tokens_inside": [1] * n + [5] * n, "tokens_total": [10] * 2 * n, "concentration80": [0.3] * 2 * n})
+    v = evidence.localisation_verdicts(loc).set_index("claim")
+    assert list(v.index) == list(report.paper("table4_localization")["constraint_state"].unique())
+    assert v.loc["all satisfied", "ratio"] == pytest.approx(5.0) and v.loc["all satisfied", "verdict"] == "reproduced"
+    assert v.loc["all satisfied", "paper ratio"] == "2.7 (7B); 2.8 (4B)"
+    assert v.loc["all violated", "verdict"] == "contradicted"  # 0.2: the shift avoids the region
+    assert v.loc["end phrase", "profiles"] == n and v.loc["bullet lines", "verdict"] == "—"
+
+
+def _curves(slopes: dict, seeds=(0, 1, 2), steps=20) -> pd.DataFrame:
+    """Per-step metrics: method m's reward rises by slopes[m] per step from 0, plus a seed offset."""
+    return pd.DataFrame([{"method": meth, "seed": s, "step": t, "r": slope * t + 0.01 * s}
+                         for meth, slope in slopes.items() for s in seeds for t in range(1, steps + 1)])
+
+
+def test_convergence_pairs_seeds_and_flags_a_rising_baseline():
+    table, verdicts = evidence.convergence(_curves({"gdpo": 0.01, "mrtpo": 0.02}), "r", window=1)
+    table = table.set_index("method")
+    # mrtpo reaches gdpo's final value (0.2 + 0.01 s) at step 10 of 20 on every seed: half the window saved
+    assert table.loc["mrtpo", "first step reaching gdpo's final"] == "10.0 ± 0.0"
+    v = verdicts.set_index("claim")
+    flat = v.loc["gdpo has flattened by the end of the window (PAPER.md §6.6)"]
+    assert flat["verdict"] == "contradicted" and flat["est"] == pytest.approx(1.0)  # 0.01 per step = 1 per 100
+    saved = v.loc["mrtpo reaches gdpo's final value earlier (share of the window saved)"]
+    assert saved["est"] == pytest.approx(0.5) and saved["verdict"] == "reproduced; gdpo still rising"
+    assert saved["paper"] == "0.4 (step 60 of 100)"
+    # never reaching it saves nothing; a flat baseline is no longer flagged
+    table, verdicts = evidence.convergence(_curves({"gdpo": 0.0, "mrtpo": -0.01}), "r", window=1)
+    assert table.set_index("method").loc["mrtpo", "seeds never reaching it"] == 3
+    assert verdicts["verdict"].tolist() == ["inconclusive", "not reproduced"]  # no trend; saves 0, not 0.4
+    assert verdicts["est"].iloc[1] == 0.0
+
+
+def test_beta_table_checks_the_plateau_where_the_bound_binds(monkeypatch):
+    """Two betas with the bound active on every step after the warm-up: the algebra predicts no difference."""
+    arms = {"beta 0.25": ["a"], "beta 0.5": ["b"]}
+    s = {"a": 0.9, "b": 0.45}
+    monkeypatch.setattr(evidence, "seed_values", lambda runs, metric: {0: 0.30, 1: 0.32} if runs == ["a"] else {0: 0.31, 1: 0.33})
+    monkeypatch.setattr(evidence, "metrics", lambda runs: pd.DataFrame(
+        {"mrtpo/s": [s[runs[0]]] * 3, "mrtpo/beta_t": [0.25 if runs == ["a"] else 0.5] * 3,
+         "mrtpo_beta": [0.25 if runs == ["a"] else 0.5] * 3}))
+    monkeypatch.setattr(evidence, "compare", lambda a, b, metric, benchmark, decoding, claimed: {
+        "diff": 0.01, "lo": -0.02, "hi": 0.04, "shared_seeds": [0, 1], "resampled": "seeds only", "verdict": "inconclusive"})
+    table, verdicts = evidence.beta_table(arms, "m")
+    assert table["beta"].tolist() == [0.25, 0.5] and table["s × beta"].tolist() == pytest.approx([0.225, 0.225])
+    assert table["steps with the bound active"].tolist() == [1.0, 1.0]
+    assert verdicts["comparison"].tolist() == ["beta 0.5 − beta 0.25"]
+    assert verdicts["the algebra's prediction"].tolist() == ["agrees (interval holds 0)"]
+
+
+def test_compute_spent_sums_recorded_times_and_counts_the_missing():
+    runs = pd.DataFrame({"task": ["sql", "sql", "if"], "train_s": [3600.0, 1800.0, float("nan")],
+                         "eval_s": [360.0, float("nan"), 720.0]})
+    spent = report.compute_spent(runs).set_index("task")
+    assert spent.loc["sql", "train hours"] == 1.5 and spent.loc["sql", "evaluation hours"] == pytest.approx(0.1)
+    assert spent.loc["sql", "runs with evaluation time"] == 1 and spent.loc["if", "runs with train time"] == 0
+    assert spent.loc["all", "runs"] == 3 and spent.loc["all", "total hours"] == pytest.approx(1.5 + 0.3)
+    assert report.compute_sentence(spent.reset_index(), "tiny") == (
+        "The 3 committed tiny run folders took 1.5 hours of training (recorded for 2 of them); 0.3 hours of evaluation "
+        "(recorded for 2 of them), 1.8 hours in all at least.")
+    none = report.compute_spent(runs.assign(eval_s=float("nan")))
+    assert "evaluation time is not recorded" in report.compute_sentence(none, "tiny")
+    assert report.compute_sentence(report.compute_spent(runs.iloc[:0]), "tiny") == "No tiny run folder is committed yet."

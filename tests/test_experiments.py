@@ -153,6 +153,7 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     assert set(table["benchmark"]) == {"synthetic_test", "synthetic_hide_value"}
     assert set(table["decoding"]) == {"temp1", "greedy"} and (table["run"] == first.path.name).all()
     assert runs_table()["path"].tolist() == [first.path.relative_to(E.results_root()).as_posix()]  # no machine path
+    assert first.summary["eval_runtime_s"] > 0 and runs_table()["eval_s"].tolist() == [first.summary["eval_runtime_s"]]
     assert "$MRTPO_CACHE" in first.summary["base_model"] and str(E.cache_root()) not in json.dumps(first.summary)
     # any setting that changes the result changes the folder
     other = E.locate(E.resolve("sql", "mrtpo", seed=3, **(SMOKE | {"mrtpo_beta": 0.25})))[2]

@@ -157,13 +157,10 @@ def test_each_if_violation_fails_its_checker_and_stays_in_its_region():
     assert seen == set(IF_VIOLATIONS)
 
 
-def test_region_ratio_and_concentration():
+def test_in_region_and_concentration():
     q = torch.tensor([0.0, 0.1, 0.9, 0.8, 0.1])
     spans = [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
     assert D.in_region(spans, [(4, 8)]) == [False, False, True, True, False]
-    assert D.region_ratio(q, spans, [(4, 8)]) == pytest.approx(0.85 / (0.2 / 3))
-    share, tokens = D.region_share(q, spans, [(4, 8)])
-    assert share == pytest.approx(1.7 / 1.9) and tokens == pytest.approx(0.4)
     assert D.concentration(q) == pytest.approx(0.4)
     assert D.concentration(torch.ones(10)) == pytest.approx(0.8)
     assert math.isnan(D.concentration(torch.zeros(3)))

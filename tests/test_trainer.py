@@ -339,3 +339,21 @@ def test_opsd_term_changes_gdpo(smoke_policy, tmp_path):
         trainer.train()
         losses[opsd] = [h for h in trainer.state.log_history if "loss" in h][0]["loss"]
     assert losses[True] > losses[False]  # the same samples (same seed); the added divergence is positive
+
+
+def test_logged_replay_rate_divides_by_the_pairs_that_exist():
+    """The per-step log (PAPER.md §7): a reward that does not apply to a response is no pair."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from mrtpo.advantages import replay_needed
+
+    nan = float("nan")
+    rewards = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, nan], [0.0, nan]])
+    me = SimpleNamespace(_metrics={"train": defaultdict(list)}, num_generations=2, reward_func_names=["a", "b"],
+                         args=SimpleNamespace(advantage="mrtpo"))
+    MRTPOTrainer._log_reward_variance(me, rewards, replay_needed(rewards, 2))
+    logged = {k: v[0] for k, v in me._metrics["train"].items()}
+    assert logged["mrtpo/a/frac_replayed"] == 1.0 and logged["mrtpo/b/frac_replayed"] == 1.0  # b: 2 of its 2 pairs
+    assert logged["mrtpo/frac_replayed"] == 1.0 and logged["mrtpo/rewards_applying"] == 1.5
+    assert logged["mrtpo/effective_k"] == 1.5 and logged["mrtpo/b/frac_groups_nonzero_std"] == 0.5

@@ -2,7 +2,8 @@
 where leave-one-out of Z_k moves the policy — on teacher-forced references and on sampled responses.
 
 Figures per (prompt set, response kind, reward), PAPER.md §7:
-* ratio: (sum q inside the checker's region / sum q) / (tokens inside / tokens), pooled over responses;
+* ratio: (sum q inside the checker's region / sum q) / (tokens inside / tokens), pooled over responses
+  (``diagnostics.check_region_ratio``);
   ``out_ratio`` the same for the tokens outside the region;
 * concentration: mean over responses of the share of tokens holding 80% of that response's shift;
 * mean q (the size of the shift);
@@ -327,11 +328,11 @@ def profiles(model, tok, task, rows, responses):
             if not regions.get(k):
                 continue
             inside = torch.tensor(D.in_region(spans, regions[k]))
-            a = acc.setdefault(k, dict(q_in=0.0, n_in=0, q_out=0.0, n_out=0, conc=[], qmean=[]))
-            a["q_in"] += q[inside].sum().item()
-            a["n_in"] += int(inside.sum())
-            a["q_out"] += q[~inside].sum().item()
-            a["n_out"] += int((~inside).sum())
+            a = acc.setdefault(k, dict(shift_inside=[], shift_total=[], tokens_inside=[], tokens_total=[], conc=[], qmean=[]))
+            a["shift_inside"].append(q[inside].sum().item())
+            a["shift_total"].append(q.sum().item())
+            a["tokens_inside"].append(int(inside.sum()))
+            a["tokens_total"].append(len(q))
             a["qmean"].append(q.mean().item())
             c = D.concentration(q)
             if not math.isnan(c):
@@ -451,10 +452,8 @@ def main() -> None:
         for kind, (rr, resp) in kinds.items():
             acc, cross, ent = profiles(model, tok, task, rr, resp)
             for k, a in acc.items():
-                tot = a["q_in"] + a["q_out"]
-                ts = a["n_in"] / max(1, a["n_in"] + a["n_out"])
-                ss = a["q_in"] / tot if tot > 0 else math.nan
-                emit(sname, kind, k, "ratio", ss / ts if ts > 0 else math.nan, f"shift share {ss:.3f} on token share {ts:.3f}")
+                ss, ts = D.pooled_shares(a)
+                emit(sname, kind, k, "ratio", D.check_region_ratio(a), f"shift share {ss:.3f} on token share {ts:.3f}")
                 emit(sname, kind, k, "out_ratio", (1 - ss) / (1 - ts) if ts < 1 else math.nan)
                 emit(sname, kind, k, "concentration80", statistics.mean(a["conc"]) if a["conc"] else math.nan)
                 emit(sname, kind, k, "mean_q", statistics.mean(a["qmean"]))

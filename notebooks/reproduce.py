@@ -1,0 +1,91 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # How to reproduce
+#
+# On a Linux machine with Python 3.11 (no GPU needed):
+#
+# ```bash
+# make book   # creates .venv, installs, executes the notebooks at the default (tiny) scale, renders _build/html
+# make test   # creates .venv, installs, runs the test suite
+# ```
+#
+# Scales: `model=tiny` (default; a ~2M-parameter Qwen2 policy per task, built here from a seed and cached
+# under `~/.cache/mrtpo`), `model=smoke` (seconds; what the test suite renders the book with) and the
+# paper's checkpoints `1.5b`, `3b`, `4b`, `7b` (GPU and weights needed). Every notebook takes them as a
+# papermill parameter:
+#
+# ```bash
+# papermill notebooks/table5_ablation.ipynb out.ipynb -p model 7b
+# mrtpo plan --task sql --model 7b   # what that run needs, without loading weights
+# ```
+#
+# `MRTPOConfig` / `MRTPOTrainer` replace TRL's `GRPOConfig` / `GRPOTrainer`:
+#
+# ```python
+# from mrtpo import MRTPOConfig, MRTPOTrainer
+# from mrtpo.tasks import get_task
+#
+# task = get_task("sql")
+# trainer = MRTPOTrainer(
+#     model=path_to_policy, reward_funcs=task.reward_funcs(), z_blocks=task.z_blocks,
+#     train_dataset=task.synthetic(512, seed=0),
+#     args=MRTPOConfig(output_dir="runs/sql", advantage="mrtpo", mrtpo_beta=0.5, num_generations=8),
+# )
+# trainer.train()
+# ```
+#
+# ## Many GPUs
+#
+# `accelerate launch train.py` or `torchrun --nproc_per_node N train.py`; the batch-level statistics (GDPO's
+# scale, the bound's sums) are computed over the global batch.
+#
+# ## How long it takes
+#
+# `make book` on a fresh clone reuses the committed run folders and trains nothing; it builds the text-to-SQL
+# tiny base once (the playground page replays real responses with it) and executes every notebook. `make
+# reproduce` retrains every run folder, one after another. What the committed runs cost, measured: each run
+# folder's training time and evaluation time (`summary.json`), summed per task. The runs were trained one or
+# two at a time on the 2-core CPU machine this book is built on.
+
+# %% tags=["parameters"]
+model = "tiny"
+
+# %%
+from mrtpo import plots, report
+from mrtpo.results import runs_table
+
+runs = runs_table()
+runs = runs[runs["model"] == model]
+spent = report.compute_spent(runs)
+display(spent.round(2).set_index("task"))
+print(report.compute_sentence(spent, model))
+
+# %% [markdown]
+# Per task and method: the runs (seeds and settings), and the median and longest training time of one run, in
+# minutes.
+
+# %%
+minutes = runs.assign(train_min=runs["train_s"] / 60)
+display(minutes.groupby(["task", "method"])["train_min"].agg(["count", "median", "max"]).round(1))
+fig = plots.method_bars(minutes, "method", "train_min", hue="task", ylabel="training time of one run (minutes)",
+                        title=f"training time per run, {model}")
+plots.save(fig, f"reproduce_train_time_{model}")
+
+# %% [markdown]
+# **Reading the numbers.** A run folder written before evaluation time was recorded has none, so where the count
+# of runs with evaluation time is below the runs, the evaluation hours are a lower bound; a run resumed after its
+# last step has no training time either. Times on a shared 2-core CPU vary with the machine's other work.
