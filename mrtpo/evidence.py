@@ -163,7 +163,7 @@ def verdict_sentence(table: pd.DataFrame) -> str:
     """One sentence from a :func:`verdict_table`: which comparisons show a gap (interval excluding 0) and which not."""
     if table.empty:
         return "No comparison has runs of both arms."
-    gaps = table[table["verdict"].isin(["reproduced", "contradicted"])]
+    gaps = table[table["verdict"].isin(["reproduced", "weaker than claimed", "contradicted"])]
     parts = [f"{len(gaps)} of {len(table)} comparisons show a gap (95% interval excluding 0)"
              + (": " + "; ".join(f"{r.comparison} {r.diff:+.3f} ({r.verdict})" for r in gaps.itertuples()) if len(gaps) else "")]
     one = table[table["interval over"].str.startswith(("none", "prompts only"))]

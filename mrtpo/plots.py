@@ -221,7 +221,8 @@ def verdict_chart(verdicts: pd.DataFrame, clip: float = 6.0):
     of the paper's claimed effect: 0 is no effect (``null``), 1 the paper's value (``claimed``). Claims without a
     claimed size (not tested by the paper) are scaled by the interval's own half-width; values past ``clip`` are
     cut there and labelled."""
-    colours = {"reproduced": "#2e7d32", "contradicted": "#c62828", "not reproduced": "#ef6c00"}
+    colours = {"reproduced": "#2e7d32", "weaker than claimed": "#9ccc65", "contradicted": "#c62828",
+               "not reproduced": "#ef6c00"}
     from textwrap import fill
 
     fig, ax = plt.subplots(figsize=(8, 0.75 * len(verdicts) + 1.4))
@@ -247,8 +248,8 @@ def verdict_chart(verdicts: pd.DataFrame, clip: float = 6.0):
     ax.set_xlim(-clip - 0.5, clip + 0.5)
     ax.set_ylim(len(verdicts) - 0.5, -0.7)
     ax.set_xlabel("ours in units of the paper's claimed effect\n(0: no effect; dashed, 1: the paper's)")
-    ax.set_title("the paper's claims at the tiny scale, with 95% intervals\ngreen: reproduced, red: contradicted,\n"
-                 "orange: not reproduced, grey: inconclusive", fontsize=10)
+    ax.set_title("the paper's claims at the tiny scale, with 95% intervals\ngreen: reproduced, light green: weaker than claimed,\n"
+                 "red: contradicted, orange: not reproduced, grey: inconclusive", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -111,7 +111,9 @@ def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.
 
     The claim says the quantity lies on the side of ``null`` that ``claimed`` (the paper's value) lies on
     (above when ``claimed`` is None). *reproduced*: the whole interval is on the claimed side (a difference is a
-    gap only when its interval excludes ``null``); *contradicted*: the whole interval is on the other side;
+    gap only when its interval excludes ``null``) and reaches the claimed value; *weaker than claimed*: the whole
+    interval is on the claimed side but short of the claimed value (the direction holds, the size does not: a
+    check-region ratio of 1.1 against the paper's 2.8); *contradicted*: the whole interval is on the other side;
     *not reproduced*: the interval holds ``null`` but excludes ``claimed`` (an effect as large as the paper's
     would have been seen); *inconclusive*: the interval holds both, or there is no interval.
     """
@@ -120,7 +122,7 @@ def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.
     sign = 1.0 if claimed is None or claimed >= null else -1.0
     low, high = sorted((sign * (lo - null), sign * (hi - null)))
     if low > 0:
-        return "reproduced"
+        return "weaker than claimed" if claimed is not None and high < sign * (claimed - null) else "reproduced"
     if high < 0:
         return "contradicted"
     if claimed is not None and sign * (claimed - null) > high:

@@ -34,7 +34,8 @@ model = "tiny"  # whose runs the verdicts read: the book's scale; nothing is tra
 # ~2M-parameter policy on synthetic tasks, not the paper's 1.5B–7B models on real benchmarks), with a 95%
 # interval: for a difference between methods, a paired bootstrap over the seeds both methods share (and over
 # the evaluation prompts where the run folders hold per-prompt results); for localisation, a bootstrap over the
-# saved profiles. A claim is *reproduced* when the whole interval lies on the claimed side of no effect,
+# saved profiles. A claim is *reproduced* when the whole interval lies on the claimed side of no effect and
+# reaches the paper's size, *weaker than claimed* when it lies on that side but short of the paper's size,
 # *contradicted* when it lies on the other side, *not reproduced* when it holds no effect but excludes the
 # paper's size, and *inconclusive* otherwise — including every difference resting on one shared seed, which has
 # no interval. Computed on this page from the run folders and `results/paper/`; each row links to the page with

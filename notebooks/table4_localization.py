@@ -46,7 +46,8 @@ verdicts = evidence.localisation_verdicts(loc)
 #
 # Each of the paper's rows against ours: the pooled ratio with a 95% interval from a bootstrap over the saved
 # profiles (the seeds pooled); "reproduced" when the interval lies above 1 (the shift favours the checker's
-# region), "contradicted" when below, "not reproduced" when it holds 1 but excludes the paper's ratio.
+# region) and reaches the paper's ratio, "weaker than claimed" when it lies above 1 but below the paper's ratio,
+# "contradicted" when below, "not reproduced" when it holds 1 but excludes the paper's ratio.
 
 # %%
 display(verdicts.drop(columns=["ratio", "lo", "hi"]).set_index("claim"))

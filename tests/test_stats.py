@@ -65,13 +65,15 @@ def test_paired_bootstrap_covers_the_true_difference_about_95_percent_of_the_tim
 
 def test_verdicts():
     assert stats.verdict(0.01, 0.09, claimed=0.016) == "reproduced"
+    assert stats.verdict(1.03, 1.13, claimed=2.8, null=1.0) == "weaker than claimed"  # above 1, far short of 2.8
+    assert stats.verdict(0.2, 0.3, claimed=0.27, null=0.8) == "reproduced"  # reaches the claim from its side
     assert stats.verdict(-0.09, -0.01, claimed=0.016) == "contradicted"
     assert stats.verdict(-0.004, 0.008, claimed=0.016) == "not reproduced"  # an effect as large as claimed is excluded
     assert stats.verdict(-0.05, 0.08, claimed=0.016) == "inconclusive"
     assert stats.verdict(float("nan"), float("nan"), claimed=0.016) == "inconclusive"
     assert stats.verdict(0.2, 0.5) == "reproduced"  # no claimed size: the direction above null
     # a claim below the null: concentration under uniform's 0.8
-    assert stats.verdict(0.3, 0.5, claimed=0.27, null=0.8) == "reproduced"
+    assert stats.verdict(0.3, 0.5, claimed=0.27, null=0.8) == "weaker than claimed"
     assert stats.verdict(0.75, 0.85, claimed=0.27, null=0.8) == "not reproduced"
     assert stats.verdict(0.9, 1.1, claimed=0.27, null=0.8) == "contradicted"
 
