@@ -201,6 +201,9 @@ def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25,
     examples = make_examples(task, recipe, seed, words)
     torch.manual_seed(seed)
     if parent is not None:
+        # AutoTokenizer, as the trainer and the diagnostics load a base (and as the testbed bases were built):
+        # it loads this tokenizer as a Qwen2Tokenizer, whose pre-tokenizer splits identifiers at "_"
+        # ("person_id" -> "person" "_id") where the warm-up tokenizer of mrtpo.tokenizer does not
         tokenizer, model = AutoTokenizer.from_pretrained(parent), AutoModelForCausalLM.from_pretrained(parent)
         stats = warmup(model, tokenizer, task, examples, recipe, seed, words, log_every)
         return save(model, tokenizer, task, recipe, seed, out, examples, stats, t0, parent)
