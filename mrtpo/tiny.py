@@ -243,7 +243,8 @@ def save(model, tokenizer, task: Task, recipe: Recipe, seed: int, out: Path, exa
             "noise_applied": stats.pop("noise_applied"),
             "blocks_shown": stats.pop("blocks_shown"),
             "note": "noise gated on Z blocks is applied only when none of them is in the prompt: this decides "
-            "where the with/without-Z shift lands (designed, not emergent)",
+            "where the with/without-Z shift lands (designed, not emergent); with robust_p it is also applied when "
+            "they are shown, with no loss on the tokens it changed",
         },
         "params": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
