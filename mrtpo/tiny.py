@@ -9,7 +9,7 @@ trained from scratch"):
   in prompt, Z blocks and target, by random pseudo-words / numbers that can only be copied;
 * Z blocks (the trainer's privileged-information section, ``mrtpo.contexts``) are appended to the prompt,
   each block independently with probability ``hint_p[0]`` for the first ``hint_switch`` of the steps, then
-  ``hint_p[1]``;
+  ``hint_p[1]`` (or, with ``loo_blocks``, as the trainer's contexts P_0 / P_all / P_minus_k);
 * noise injected into some targets so that rewards keep variance at RL step 0. *Where* it is injected
   decides where the with/without-Z shift lands (issue 5): a noise kind gated on blocks is applied only when
   none of those blocks is in the prompt, so the policy learns "with Z_k, this region is certain; without
@@ -17,7 +17,12 @@ trained from scratch"):
   ``mrtpo.tasks.warmup``). The mix is recorded in ``mrtpo_recipe.json`` next to the weights, because tiny-scale
   localisation is partly designed by it and must never be presented as emergent.
 
-Loss is next-token cross-entropy on response tokens only; cosine learning rate with linear warm-up.
+Loss is next-token cross-entropy on response tokens only (value tokens weighted ``copy_weight``); cosine
+learning rate with linear warm-up. The batches are ``mrtpo.warmup_data``'s.
+
+A recipe with a ``parent`` is a stage 2: its base continues the warm-up of the parent's base (weights and
+tokenizer) with its own mix, so that a testbed base keeps what the parent learned (copying) while the
+second mix sets where Z matters. ``tiny_base`` builds (or reuses) the parent first.
 """
 
 from __future__ import annotations
@@ -30,15 +35,15 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .paths import cache_root
 from .tasks import get_task
 from .tasks.base import Noise, Task
-from .tasks.warmup import answer_values, random_like, sub_value
 from .tokenizer import build_tokenizer
+from .warmup_data import make_examples, pseudo_words, render_prompt_plain, sample_batch
 
 #: bump when the build procedure changes in a way the recipe does not capture (invalidates caches)
 BUILD_VERSION = 1
@@ -58,7 +63,7 @@ SIZES: dict[str, dict[str, int]] = {
 
 @dataclass(frozen=True)
 class Recipe:
-    """Everything that decides a tiny base; its hash names the cache folder."""
+    """Everything that decides a tiny base; its hash names the cache folder (``recipe_hash``)."""
 
     size: str = "tiny"
     steps: int = 450
@@ -74,11 +79,59 @@ class Recipe:
     #: uncertainty without Z sits in the answer, but then no copying was learned at all: the restatement is
     #: a short-range copy (question -> think -> SQL) the long-range one is learned through
     think_values: bool = True
+    #: probability that a Z block is shown, before / after ``hint_switch`` of the steps (unused with loo_blocks)
     hint_p: tuple[float, float] = (0.9, 0.5)
     hint_switch: float = 1 / 3
     noise: tuple[Noise, ...] = ()
     vocab_size: int = 4096
     max_len: int = 384
+    # fields below were added after the first bases were built: see OPTIONAL_FIELDS
+    #: cross-entropy weight of the answer's value tokens (``warmup_data.value_weights``); 1: the model's own loss
+    copy_weight: float = 1.0
+    #: blocks shown as the trainer's contexts: none / all / all but one, a third each (``warmup_data.shown_blocks``)
+    loo_blocks: bool = False
+    #: robust continuations: a noise whose gate block IS shown is still applied with this probability, with
+    #: no loss on the tokens it changed (``warmup_data.robust_target``), so that the policy learns to continue
+    #: correctly after an error it samples under P_0 without learning to make it
+    robust_p: float = 0.0
+    #: every corruption at its first candidate site, one site per noise kind (``warmup_data.FirstSite``)
+    one_site: bool = False
+    #: stage 2: continue the warm-up of this recipe's base (weights, tokenizer) instead of starting from
+    #: scratch; same size, vocab_size and max_len, built with the same task and seed
+    parent: Recipe | None = None
+
+    def __post_init__(self):
+        # JSON gives 4 for 4.0: without the cast the same recipe would hash two ways
+        object.__setattr__(self, "copy_weight", float(self.copy_weight))
+        object.__setattr__(self, "robust_p", float(self.robust_p))
+        if self.copy_weight <= 0 or not 0 <= self.robust_p <= 1:
+            raise ValueError(f"copy_weight must be > 0 and robust_p in [0, 1]; got {self.copy_weight}, {self.robust_p}")
+        p = self.parent
+        if p is not None and (p.size, p.vocab_size, p.max_len) != (self.size, self.vocab_size, self.max_len):
+            raise ValueError("a stage 2 continues its parent's model and tokenizer: give it the parent's size, "
+                             f"vocab_size and max_len ({p.size}, {p.vocab_size}, {p.max_len})")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Recipe:
+        """The recipe whose ``dataclasses.asdict`` is ``d`` (``mrtpo_recipe.json``'s "recipe"); fields that ``d``
+        lacks (a base built before they existed) take their defaults."""
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"not fields of tiny.Recipe: {', '.join(sorted(unknown))}")
+        kw = dict(d)
+        if "noise" in kw:
+            kw["noise"] = tuple(Noise(n["kind"], n["p"], tuple(n["gate"])) for n in kw["noise"])
+        if "hint_p" in kw:
+            kw["hint_p"] = tuple(kw["hint_p"])
+        if kw.get("parent") is not None:
+            kw["parent"] = cls.from_dict(kw["parent"])
+        return cls(**kw)
+
+
+#: fields added after the first bases were built, with their defaults: ``recipe_hash`` includes them only
+#: when set away from these, so that every base built before they existed keeps its name
+OPTIONAL_FIELDS = {f.name: f.default for f in dataclasses.fields(Recipe)
+                   if f.name in ("copy_weight", "loo_blocks", "robust_p", "one_site", "parent")}
 
 
 def default_recipe(task: Task, size: str = "tiny") -> Recipe:
@@ -90,89 +143,20 @@ def default_recipe(task: Task, size: str = "tiny") -> Recipe:
     return Recipe(size=size, noise=noise, max_len=max_len)
 
 
-SYLLABLES = ("ka", "lo", "mi", "ren", "tu", "vo", "sa", "bel", "dor", "ni", "qu", "ar", "en", "po", "zi", "fa")
-
-
-def pseudo_words(n: int, seed: int) -> list[str]:
-    """``n`` distinct capitalised pseudo-words (never real data values), deterministic in ``seed``."""
-    rng, out = random.Random(seed), []
-    while len(out) < n:
-        w = "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
-        if w not in out:
-            out.append(w)
-    return out
-
-
-# ----------------------------------------------------------------------------------------------------
-# warm-up examples
-
-
-
-
-@dataclass
-class WarmupExample:
-    prompt: list  # chat messages, without Z
-    response: str
-    z: dict[str, str]
-    kind: str  # "plain", "random_values" or "hidden_value"
-    labels: dict[str, str] = field(default_factory=dict)  # Z block -> what its reward checks (reward_label)
-
-
-def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[WarmupExample]:
-    """The warm-up pool: task examples, some with random values, some with a value only in Z."""
-    rng = random.Random(seed)
-    n_hidden = int(recipe.n_train * recipe.hide_value_frac)
-    rows = list(task.synthetic(recipe.n_train - n_hidden, seed=seed, split="train"))
-    kinds = ["plain"] * len(rows)
-    hidden = task.hidden_value_split(n_hidden, seed + 1, "train") if n_hidden else None
-    if hidden is not None:
-        rows += list(hidden[1])
-        kinds += ["hidden_value"] * len(hidden[1])
-    out = []
-    for row, kind in zip(rows, kinds):
-        response = task.reference_response(row)
-        if not recipe.think_values and task.think_values is not None:
-            response = task.think_values.sub("", response)
-        columns = {k: [v] for k, v in row.items() if k != "prompt"}
-        z = task.z_blocks([row["prompt"]], [[{"role": "assistant", "content": response}]], **columns)[0]
-        labels = {k: task.reward_label(k, row) for k in z}
-        ex = WarmupExample([dict(m) for m in row["prompt"]], response, dict(z), kind, labels)
-        if kind == "plain" and rng.random() < recipe.random_value_frac:
-            ex = randomise_values(ex, rng, words)
-        out.append(ex)
-    return out
-
-
-def randomise_values(ex: WarmupExample, rng: random.Random, words: list[str]) -> WarmupExample:
-    """Replace every copyable value, consistently in prompt, Z and target, by a random one."""
-    visible = " ".join(m["content"] for m in ex.prompt) + " " + " ".join(ex.z.values())
-    values = answer_values(ex.response, visible)
-    if not values:
-        return ex
-    prompt, response, z = [dict(m) for m in ex.prompt], ex.response, dict(ex.z)
-    for v in values:
-        new = random_like(v, rng, words)
-        for m in prompt:
-            m["content"] = sub_value(m["content"], v, new)
-        response = sub_value(response, v, new)
-        z = {k: sub_value(t, v, new) for k, t in z.items()}
-    return WarmupExample(prompt, response, z, "random_values", ex.labels)
-
-
-
 # ----------------------------------------------------------------------------------------------------
 # build
 
 
-def render_prompt(tokenizer, prompt: list, blocks: dict[str, str]) -> str:
-    """The chat-template text of ``prompt ⊕ blocks`` ending with the assistant marker (as the trainer sees it)."""
-    from .contexts import append_section
-
-    return tokenizer.apply_chat_template(append_section(prompt, blocks), tokenize=False, add_generation_prompt=True)
-
-
 def recipe_hash(task_name: str, recipe: Recipe, seed: int) -> str:
-    blob = json.dumps({"task": task_name, "seed": seed, "build": BUILD_VERSION, **dataclasses.asdict(recipe)}, sort_keys=True)
+    """First 10 hex digits of sha256(JSON {task, seed, build: BUILD_VERSION, **recipe fields}, keys sorted).
+
+    Hash stability: a field of ``OPTIONAL_FIELDS`` enters only when it differs from its default, so adding a
+    field never renames an existing base (tests/test_identity.py pins the default recipes' hashes); a
+    ``parent`` enters as its own ``recipe_hash`` (same task and seed)."""
+    fields = {k: v for k, v in dataclasses.asdict(recipe).items() if k not in OPTIONAL_FIELDS or getattr(recipe, k) != OPTIONAL_FIELDS[k]}
+    if recipe.parent is not None:
+        fields["parent"] = recipe_hash(task_name, recipe.parent, seed)
+    blob = json.dumps({"task": task_name, "seed": seed, "build": BUILD_VERSION, **fields}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
@@ -186,7 +170,9 @@ def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe 
     """Path of the tiny base for the task ``task_name`` (a key of ``mrtpo.tasks.TASKS``), built and cached when absent.
 
     Cache: ``$MRTPO_CACHE/models/<task>-<size>-<seed>-<recipe hash>/`` (default ``~/.cache/mrtpo``), holding
-    ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats).
+    ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats). A stage 2
+    (``recipe.parent``) builds or reuses its parent's base first, then continues it; ``force`` rebuilds this
+    stage only.
     """
     task = get_task(task_name)
     recipe = recipe or default_recipe(task, size)
@@ -194,28 +180,36 @@ def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe 
     if force and path.exists():
         shutil.rmtree(path)
     if not (path / "mrtpo_recipe.json").exists():
+        parent = tiny_base(task_name, seed=seed, recipe=recipe.parent) if recipe.parent is not None else None
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        build(task, recipe, seed, tmp)
+        build(task, recipe, seed, tmp, parent=parent)
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
     return path
 
 
-def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25) -> dict:
-    """Train the tokenizer and the policy for one tiny base and save them to ``out``."""
+def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25, parent: Path | None = None) -> dict:
+    """Train the tokenizer and the policy for one tiny base and save them to ``out``; with ``parent`` (the
+    built base of ``recipe.parent``), continue that base's policy with its tokenizer instead."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     t0 = time.time()
     torch.set_num_threads(BUILD_THREADS)
     words = pseudo_words(400, seed)
     examples = make_examples(task, recipe, seed, words)
+    torch.manual_seed(seed)
+    if parent is not None:
+        # AutoTokenizer, as the trainer and the diagnostics load a base (and as the testbed bases were built):
+        # it loads this tokenizer as a Qwen2Tokenizer, whose pre-tokenizer splits identifiers at "_"
+        # ("person_id" -> "person" "_id") where the warm-up tokenizer of mrtpo.tokenizer does not
+        tokenizer, model = AutoTokenizer.from_pretrained(parent), AutoModelForCausalLM.from_pretrained(parent)
+        stats = warmup(model, tokenizer, task, examples, recipe, seed, words, log_every)
+        return save(model, tokenizer, task, recipe, seed, out, examples, stats, t0, parent)
 
     corpus = [render_prompt_plain(ex) for ex in examples] + [" ".join(words)] * 3
     tokenizer = build_tokenizer(corpus, vocab_size=recipe.vocab_size)
-
-    torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         max_position_embeddings=recipe.max_len,
@@ -230,7 +224,12 @@ def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     stats = warmup(model, tokenizer, task, examples, recipe, seed, words, log_every)
+    return save(model, tokenizer, task, recipe, seed, out, examples, stats, t0)
 
+
+def save(model, tokenizer, task: Task, recipe: Recipe, seed: int, out: Path, examples, stats: dict, t0: float,
+         parent: Path | None = None) -> dict:
+    """Write the warmed-up policy, its tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, stats) to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -244,66 +243,22 @@ def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25)
             "noise_applied": stats.pop("noise_applied"),
             "blocks_shown": stats.pop("blocks_shown"),
             "note": "noise gated on Z blocks is applied only when none of them is in the prompt: this decides "
-            "where the with/without-Z shift lands (designed, not emergent)",
+            "where the with/without-Z shift lands (designed, not emergent); with robust_p it is also applied when "
+            "they are shown, with no loss on the tokens it changed",
         },
         "params": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
-        "build_seconds": round(time.time() - t0, 1),
+        "build_seconds": round(time.time() - t0, 1),  # this stage's only: the parent's is in its own folder
+        **({"parent_base": parent.name} if parent is not None else {}),
         **stats,
     }
     (out / "mrtpo_recipe.json").write_text(json.dumps(meta, indent=2))
     return meta
 
 
-def render_prompt_plain(ex: WarmupExample) -> str:
-    """Tokenizer-training text of one example: every message, every Z block and the target."""
-    return "\n".join([m["content"] for m in ex.prompt] + list(ex.z.values()) + [ex.response])
-
-
-def noisy_target(task, ex, shown: dict, recipe, rng: random.Random, words, counts: dict) -> str:
-    """The warm-up target of ``ex`` with the recipe's noise applied: a ``constraint`` corruption for each block
-    absent from the prompt (probability ``p`` each), any other kind when none of its gate blocks is shown."""
-    target = ex.response
-    for nz in recipe.noise:
-        if nz.kind == "constraint":
-            for k in ex.z:
-                if k not in shown and rng.random() < nz.p:
-                    noisy = task.corrupt(target, nz.kind, rng, words, ex.labels.get(k, ""))
-                    counts["noise_applied"][nz.kind] += noisy != target
-                    target = noisy
-        elif not any(g in shown for g in nz.gate) and rng.random() < nz.p:
-            noisy = task.corrupt(target, nz.kind, rng, words)
-            counts["noise_applied"][nz.kind] += noisy != target
-            target = noisy
-    return target
-
-
-def sample_batch(task, examples, recipe: Recipe, step: int, rng: random.Random, words, tokenizer, counts: dict):
-    """One warm-up batch: (input_ids, labels) with labels -100 on prompt and padding; noise by ``task.corrupt``."""
-    import torch
-
-    p_hint = recipe.hint_p[0] if step < recipe.hint_switch * recipe.steps else recipe.hint_p[1]
-    seqs = []
-    for ex in rng.sample(examples, recipe.batch):
-        shown = {k: z for k, z in ex.z.items() if rng.random() < p_hint}
-        counts["blocks_shown"] += len(shown)
-        counts["blocks_total"] += len(ex.z)
-        target = noisy_target(task, ex, shown, recipe, rng, words, counts)
-        p_ids = tokenizer(render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
-        r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-        ids = (p_ids + r_ids)[: recipe.max_len]
-        labels = ([-100] * len(p_ids) + r_ids)[: recipe.max_len]
-        seqs.append((ids, labels))
-    width = max(len(s[0]) for s in seqs)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([s[0] + [pad] * (width - len(s[0])) for s in seqs])
-    labels = torch.tensor([s[1] + [-100] * (width - len(s[1])) for s in seqs])
-    attention = torch.tensor([[1] * len(s[0]) + [0] * (width - len(s[0])) for s in seqs])
-    return input_ids, labels, attention
-
-
 def warmup(model, tokenizer, task, examples, recipe: Recipe, seed: int, words, log_every: int = 50) -> dict:
-    """Supervised warm-up: AdamW, cosine lr with linear warm-up, loss on response tokens only."""
+    """Supervised warm-up: AdamW, cosine lr with linear warm-up, loss on response tokens only
+    (``weighted_lm_loss`` when ``recipe.copy_weight`` is not 1)."""
     import torch
 
     rng = random.Random(seed + 12345)
@@ -320,8 +275,13 @@ def warmup(model, tokenizer, task, examples, recipe: Recipe, seed: int, words, l
     losses, tokens, t0 = [], 0, time.time()
     model.train()
     for step in range(recipe.steps):
-        input_ids, labels, attention = sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        input_ids, labels, attention, weights = sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
+        if weights is None:
+            # the model's own loss, as every base built before copy_weight existed: a weighted mean with unit
+            # weights differs from it in the last bits, and a base's name promises its exact weights
+            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        else:
+            loss = weighted_lm_loss(model(input_ids=input_ids, attention_mask=attention).logits, labels, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -340,3 +300,14 @@ def warmup(model, tokenizer, task, examples, recipe: Recipe, seed: int, words, l
         "noise_applied": counts["noise_applied"],
         "blocks_shown": round(counts["blocks_shown"] / max(1, counts["blocks_total"]), 3),
     }
+
+
+def weighted_lm_loss(logits, labels, weights):
+    """Next-token cross-entropy with per-token weights: sum_t w_t CE(logits_{t-1}, y_t) / sum_t w_t over the
+    tokens with a label (y_t != -100)."""
+    import torch
+
+    logits, tgt = logits[:, :-1], labels[:, 1:]
+    w = weights[:, 1:] * (tgt != -100)
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tgt.reshape(-1).clamp_min(0), reduction="none")
+    return (ce * w.reshape(-1)).sum() / w.sum()

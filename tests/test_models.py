@@ -58,6 +58,36 @@ def test_same_seed_same_tokenizer_and_weights(smoke_builds):
     assert weights_hash(a) == weights_hash(b)
 
 
+def test_stage_two_builds_its_parent_once_and_continues_it(tmp_path, monkeypatch):
+    """A recipe with a parent: the parent's base is built first (or reused), the child starts from its weights
+    and tokenizer, and the child's recipe file names both."""
+    import dataclasses
+
+    from safetensors.torch import load_file
+
+    from mrtpo import tiny
+    from mrtpo.tasks import get_task
+
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
+    built = []
+    real_build = tiny.build
+    monkeypatch.setattr(tiny, "build", lambda task, recipe, *a, **k: built.append(recipe) or real_build(task, recipe, *a, **k))
+    parent = dataclasses.replace(tiny.default_recipe(get_task("sql"), "smoke"), steps=2, batch=4, n_train=12)
+    child = dataclasses.replace(parent, steps=1, lr=1e-3, loo_blocks=True, robust_p=0.5, copy_weight=4.0, parent=parent)
+    path = tiny_base("sql", seed=0, recipe=child)
+    assert built == [parent, child]
+    parent_path = tiny.tiny_path("sql", seed=0, recipe=parent)
+    meta = json.loads((path / "mrtpo_recipe.json").read_text())
+    assert meta["parent_base"] == parent_path.name and tiny.Recipe.from_dict(meta["recipe"]) == child
+    assert load_tok(path).get_vocab() == load_tok(parent_path).get_vocab()
+    w_parent, w_child = load_file(str(parent_path / "model.safetensors")), load_file(str(path / "model.safetensors"))
+    assert w_parent.keys() == w_child.keys() and not all(torch.equal(w_parent[k], w_child[k]) for k in w_parent)
+    # a second child of the same parent reuses it; a built child is reused as it is
+    other = tiny_base("sql", seed=0, recipe=dataclasses.replace(child, robust_p=0.0))
+    assert tiny_base("sql", seed=0, recipe=child) == path and other != path
+    assert built == [parent, child, dataclasses.replace(child, robust_p=0.0)]
+
+
 def test_tags_survive_skip_special_tokens(smoke_builds):
     tok = load_tok(smoke_builds[0])
     text = "<think>Use table people and value Rome.</think><answer>SELECT name FROM people WHERE city = 'Rome'</answer>"

@@ -13,16 +13,21 @@ Plus reading (answer reward with all Z blocks minus without, sampled at temperat
 hidden-value prompts, and variance (share of groups of G samples from P_0 with non-zero reward std).
 
 Usage: ``python benchmarks/testbed/probe.py NAME '{"noise": [["structure", .35, ["execution_match"]]], ...}'``;
-appends one row per figure to results/testbed/attempts.csv. The overrides are ``tiny.Recipe`` fields plus
-the warm-up options of ``EXTRA`` (not recipe fields; a non-default value is appended to the cache name):
-* ``copy_weight``: cross-entropy weight of the answer's value tokens (``copy_weighted_warmup``);
-* ``init_from``: a built base whose warm-up is continued with the recipe's mix (stage 2, ``continue_warmup``);
-* ``loo_blocks``: blocks shown none / all / all-but-one, a third each, as the trainer replays them (``loo_batches``);
-* ``robust_p`` (needs ``loo_blocks``): a noise whose gate block is shown is still applied with probability
-  ``robust_p``, the loss masked on the tokens it changed (``robust_labels``), so that the policy learns to
-  continue correctly after an error it samples under P_0 without learning to make it;
-* ``one_site`` (needs ``loo_blocks``): every corruption takes the first of its candidate sites (``FirstSite``),
-  one site per reward (text-to-SQL: SELECT misspelt, ``<think>`` dropped, the first applicable swap).
+appends one row per figure to results/testbed/attempts.csv. The overrides are ``tiny.Recipe`` fields, changes
+from the task's default tiny recipe (``noise`` as ``[kind, p, gate]`` lists); among them the testbed's options
+``copy_weight``, ``loo_blocks``, ``robust_p`` and ``one_site`` (documented on ``tiny.Recipe``), and ``parent``,
+the overrides of the recipe whose base this one continues (a stage 2; ``{}``: the default base). Example, a
+360-step stage 2 of the default text-to-SQL base at dial setting d = 0.5::
+
+    probe.py B5 '{"parent": {}, "steps": 360, "lr": 1e-3, "warmup_steps": 10, "think_values": false,
+                  "copy_weight": 4, "loo_blocks": true, "robust_p": 0.5,
+                  "noise": [["structure", 0.5, ["execution_match"]], ["syntax", 0.5, ["executable"]],
+                            ["tag", 0.5, ["format"]]]}'
+
+The base is built (or reused) by ``tiny.tiny_base`` under ``$MRTPO_CACHE/models``, named by its recipe hash
+like any tiny base. Bases built by earlier versions of this script (``$MRTPO_CACHE/testbed/``, named with
+option suffixes such as ``-copy_weight4-init_from...``) are not found again by name: measure them with
+``--base PATH``.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import difflib
 import json
 import math
 import statistics
@@ -42,12 +46,10 @@ import torch
 from mrtpo import diagnostics as D
 from mrtpo import tiny
 from mrtpo.contexts import build_contexts
-from mrtpo.paths import cache_root, portable
 from mrtpo.relevance import js_relevance
 from mrtpo.replay import replay_hidden
 from mrtpo.tasks import get_task
 from mrtpo.tasks.base import Noise, Task
-from mrtpo.tasks.warmup import VALUE_RE, answer_start
 from mrtpo.tokenizer import token_char_spans
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,221 +57,17 @@ OUT_CSV = ROOT / "results" / "testbed" / "attempts.csv"
 FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value", "notes")
 
 
-#: warm-up options not (yet) in ``tiny.Recipe``; popped from the overrides and part of the cache name
-EXTRA = {"copy_weight": 1.0, "init_from": "", "loo_blocks": False, "robust_p": 0.0, "one_site": False}
-
-
 def recipe_from(overrides: dict, task: Task) -> tiny.Recipe:
-    base = tiny.default_recipe(task)
-    kw = {k: v for k, v in overrides.items() if k not in EXTRA}
+    """The task's default tiny recipe with ``overrides`` (``noise`` as ``[kind, p, gate]`` lists; ``parent`` the
+    overrides of the parent recipe, again from the default)."""
+    kw = dict(overrides)
     if "noise" in kw:
         kw["noise"] = tuple(Noise(k, p, tuple(g)) for k, p, g in kw["noise"])
     if "hint_p" in kw:
         kw["hint_p"] = tuple(kw["hint_p"])
-    return dataclasses.replace(base, **kw)
-
-
-def copy_weighted_warmup(copy_weight: float):
-    """``tiny.warmup`` with the cross-entropy of answer-region value tokens (``mrtpo.tasks.warmup.VALUE_RE``) weighted by
-    ``copy_weight``: copying a value is one or two tokens of ~40, so without weight its gradient is lost
-    among the boilerplate tokens the policy learns first (attempt A2 copied nothing)."""
-    import random as _random
-
-    def sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts):
-        ids, labels, attention = _orig_sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
-        weights = torch.ones(labels.shape, dtype=torch.float32)
-        for b in range(labels.shape[0]):
-            pos = (labels[b] != -100).nonzero().flatten()
-            resp_ids = labels[b, pos].tolist()
-            text = tokenizer.decode(resp_ids, skip_special_tokens=False)
-            spans = _spans(tokenizer, resp_ids)
-            start = answer_start(text)
-            vals = [m.span() for m in VALUE_RE.finditer(text, start)]
-            for j, (a, e) in enumerate(spans):
-                if any(a < ve and e > vs for vs, ve in vals):
-                    weights[b, pos[j]] = copy_weight
-        return ids, labels, attention, weights
-
-    def _spans(tokenizer, ids):
-        out, prev = [], 0
-        for i in range(len(ids)):
-            end = len(tokenizer.decode(ids[: i + 1], skip_special_tokens=False))
-            out.append((prev, max(prev, end)))
-            prev = max(prev, end)
-        return out
-
-    def warmup(model, tokenizer, task, examples, recipe, seed, words, log_every=50):
-        import math as _m
-        rng = _random.Random(seed + 12345)
-        opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=recipe.weight_decay)
-
-        def lr_at(step):
-            if step < recipe.warmup_steps:
-                return (step + 1) / recipe.warmup_steps
-            frac = (step - recipe.warmup_steps) / max(1, recipe.steps - recipe.warmup_steps)
-            return 0.5 * (1 + _m.cos(_m.pi * frac))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-        counts = {"blocks_shown": 0, "blocks_total": 0, "noise_applied": {n.kind: 0 for n in recipe.noise}}
-        losses, tokens, t0 = [], 0, time.time()
-        model.train()
-        for step in range(recipe.steps):
-            input_ids, labels, attention, weights = sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts)
-            logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
-            tgt, w = labels[:, 1:], weights[:, 1:] * (labels[:, 1:] != -100)
-            ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tgt.reshape(-1).clamp_min(0), reduction="none")
-            loss = (ce * w.reshape(-1)).sum() / w.sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
-            tokens += int(attention.sum())
-            if log_every and (step % log_every == 0 or step == recipe.steps - 1):
-                print(f"warm-up step {step:4d}  loss {loss.item():.3f}  {time.time() - t0:6.1f}s", flush=True)
-        model.eval()
-        return {"final_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
-                "loss_curve": [round(x, 4) for x in losses[:: max(1, len(losses) // 50)]], "tokens_seen": tokens,
-                "train_seconds": round(time.time() - t0, 1), "noise_applied": counts["noise_applied"],
-                "blocks_shown": round(counts["blocks_shown"] / max(1, counts["blocks_total"]), 3)}
-
-    _orig_sample_batch = tiny.sample_batch
-    return warmup
-
-
-def loo_batches(robust_p: float = 0.0, one_site: bool = False):
-    """``tiny.sample_batch`` with the blocks shown drawn as the trainer uses them: none (P_0, what RL samples
-    from), all (P_all) or all but one (P_minus_k), a third each, instead of each block independently.
-    Independent blocks make "all shown" 1/8 of the examples, and the gate of region k on block k is then
-    learned loosely: under P_all the policy stayed uncertain where other blocks' noise goes (attempt B1).
-
-    ``robust_p``: for each noise whose gate block IS shown, its corruption is still applied with probability
-    ``robust_p``, with the loss masked on the tokens it changed (``robust_labels``): the policy learns to
-    continue correctly after an error it samples under P_0 without learning to make it. ``one_site``: every
-    corruption takes the first of its candidate sites (``FirstSite``). ``robust_p`` = 0 and ``one_site``
-    False draw the same random numbers as before these options (B2/B3 rebuild bit-identically)."""
-
-    def sample_batch(task, examples, recipe, step, rng, words, tokenizer, counts):
-        def shown_for(ex):
-            u, keys = rng.random(), list(ex.z)
-            if u < 1 / 3:
-                return set()
-            if u < 2 / 3 or not keys:
-                return set(keys)
-            return set(keys) - {keys[int(rng.random() * len(keys))]}
-
-        return _loo_batch_impl(task, rng.sample(examples, recipe.batch), recipe, rng, words, tokenizer, counts,
-                               shown_for, robust_p, one_site)
-
-    return sample_batch
-
-
-class FirstSite:
-    """The rng handed to ``Task.corrupt`` under ``one_site``: ``choice`` always returns the first candidate,
-    every other draw is the wrapped rng's. The corruptions of ``mrtpo.tasks.warmup`` draw their site with
-    ``rng.choice``, so each noise kind then has one site per response; text-to-SQL: ``syntax`` always
-    misspells SELECT (-> SELEC), ``tag`` always drops ``<think>``, ``structure`` applies the first entry of
-    ``SQL_SWAPS`` the answer holds. (A ``value`` corruption would always insert ``words[0]``: meant for SQL.)"""
-
-    def __init__(self, rng):
-        self.rng = rng
-
-    def choice(self, seq):
-        return seq[0]
-
-    def __getattr__(self, name):
-        return getattr(self.rng, name)
-
-
-def changed_ranges(a, b) -> list[tuple[int, int]]:
-    """Ranges ``[j1, j2)`` of ``b`` that differ from ``a`` (``difflib.SequenceMatcher`` opcodes other than
-    equal): character ranges for two strings, token ranges for two id lists. A pure deletion is the empty
-    range ``(j1, j1)`` at the place in ``b`` where the deleted part of ``a`` was."""
-    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    return [(j1, j2) for tag, _, _, j1, j2 in ops if tag != "equal"]
-
-
-def robust_labels(clean_ids: list[int], noisy_ids: list[int]) -> list[int]:
-    """Labels of ``noisy_ids`` (a corrupted target) with -100 on the tokens the corruption changed.
-
-    Compared token by token, not by character spans: ``FROM`` -> ``FRO`` tokenises as ``FR`` ``O`` and
-    ``</answer>`` -> ``</answer`` as ``<`` ``/`` ``answer``, so the first token of a corrupted word can keep
-    every character of the clean text and still not be the clean token at that place. A deletion masks the
-    token that stands where the deleted ones were (dropping ``<think>`` makes the first word the error;
-    dropping the last tag makes EOS the error, so the ids include EOS)."""
-    labels = list(noisy_ids)
-    for j1, j2 in changed_ranges(clean_ids, noisy_ids):
-        for j in range(j1, min(max(j2, j1 + 1), len(labels))):
-            labels[j] = -100
-    return labels
-
-
-def robust_target(task, ex, target: str, shown: dict, recipe, p: float, rng, words, counts: dict) -> str:
-    """``target`` with each noise whose gate block is in ``shown`` (for ``constraint`` noise: each shown block,
-    with its label) applied with probability ``p``: the complement of ``tiny.noisy_target``'s absent-block noise."""
-    for nz in recipe.noise:
-        if nz.kind == "constraint":
-            labels = [ex.labels.get(k, "") for k in ex.z if k in shown]
-        else:
-            labels = [""] if any(g in shown for g in nz.gate) else []
-        for label in labels:
-            if rng.random() < p:
-                noisy = task.corrupt(target, nz.kind, rng, words, label)
-                key = f"robust_{nz.kind}"
-                counts["noise_applied"][key] = counts["noise_applied"].get(key, 0) + (noisy != target)
-                target = noisy
-    return target
-
-
-def _loo_batch_impl(task, chosen, recipe, rng, words, tokenizer, counts, shown_for, robust_p=0.0, one_site=False):
-    site_rng = FirstSite(rng) if one_site else rng
-    seqs = []
-    for ex in chosen:
-        keys = shown_for(ex)
-        shown = {k: z for k, z in ex.z.items() if k in keys}
-        counts["blocks_shown"] += len(shown)
-        counts["blocks_total"] += len(ex.z)
-        target = tiny.noisy_target(task, ex, shown, recipe, site_rng, words, counts)
-        p_ids = tokenizer(tiny.render_prompt(tokenizer, ex.prompt, shown), add_special_tokens=False).input_ids
-        r_ids = tokenizer(target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-        r_labels = r_ids
-        if robust_p > 0:
-            robust = robust_target(task, ex, target, shown, recipe, robust_p, site_rng, words, counts)
-            if robust != target:
-                noisy_ids = tokenizer(robust, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-                r_ids, r_labels = noisy_ids, robust_labels(r_ids, noisy_ids)
-        seqs.append(((p_ids + r_ids)[: recipe.max_len], ([-100] * len(p_ids) + r_labels)[: recipe.max_len]))
-    width = max(len(x[0]) for x in seqs)
-    pad = tokenizer.pad_token_id
-    return (torch.tensor([x[0] + [pad] * (width - len(x[0])) for x in seqs]),
-            torch.tensor([x[1] + [-100] * (width - len(x[1])) for x in seqs]),
-            torch.tensor([[1] * len(x[0]) + [0] * (width - len(x[0])) for x in seqs]))
-
-
-def continue_warmup(task_name: str, recipe: tiny.Recipe, seed: int, init: Path, out: Path) -> None:
-    """Stage 2: continue a built base's warm-up (its weights and tokenizer) with ``recipe``'s mix; the
-    stage-1 base keeps what it already learned (copying), the stage-2 mix sets where Z matters."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    t0 = time.time()
-    torch.set_num_threads(tiny.BUILD_THREADS)
-    torch.manual_seed(seed)
-    words = tiny.pseudo_words(400, seed)
-    task = get_task(task_name)
-    examples = tiny.make_examples(task, recipe, seed, words)
-    tok = AutoTokenizer.from_pretrained(init)
-    model = AutoModelForCausalLM.from_pretrained(init)
-    stats = tiny.warmup(model, tok, task, examples, recipe, seed, words, 25)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    stage1 = json.loads((init / "mrtpo_recipe.json").read_text())
-    meta = {"task": task_name, "seed": seed, "recipe": dataclasses.asdict(recipe), "stage1": stage1["recipe"],
-            "stage1_build_seconds": stage1["build_seconds"], "params": sum(p.numel() for p in model.parameters()),
-            "build_seconds": round(time.time() - t0, 1), "final_loss": stats["final_loss"],
-            "noise_applied": stats["noise_applied"]}
-    (out / "mrtpo_recipe.json").write_text(json.dumps(meta, indent=2))
+    if kw.get("parent") is not None:
+        kw["parent"] = recipe_from(kw["parent"], task)
+    return dataclasses.replace(tiny.default_recipe(task), **kw)
 
 
 def reference(task, recipe, row) -> str:
@@ -383,35 +181,19 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--notes", default="")
     ap.add_argument("--dry", action="store_true", help="print, do not append to the CSV")
-    ap.add_argument("--base", type=Path, help="measure this already built base (its recipe file) instead of building")
+    ap.add_argument("--base", type=Path, help="measure this already built base (any folder with mrtpo_recipe.json) instead of building")
     ap.add_argument("--show", type=int, default=0, help="print per-token q (every reward) and entropy of N references and stop")
     args = ap.parse_args()
     torch.set_num_threads(1)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     task = get_task(args.task)
-    overrides = json.loads(args.overrides)
-    recipe = recipe_from(overrides, task)
-    extra = {k: overrides.get(k, v) for k, v in EXTRA.items()}
-    suffix = "".join(f"-{k}{Path(str(v)).name}" for k, v in extra.items() if v != EXTRA[k])
-    path = cache_root() / "testbed" / f"{args.task}-{recipe.size}-{args.seed}-{tiny.recipe_hash(args.task, recipe, args.seed)}{suffix}"
     if args.base:
         path = args.base.expanduser()
-        recipe = recipe_from({k: v for k, v in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"].items()
-                              if k in {f.name for f in dataclasses.fields(tiny.Recipe)}}
-                             | {"noise": [[n["kind"], n["p"], n["gate"]] for n in json.loads((path / "mrtpo_recipe.json").read_text())["recipe"]["noise"]]},
-                             task)
-    elif not (path / "mrtpo_recipe.json").exists():
-        if (extra["robust_p"] or extra["one_site"]) and not extra["loo_blocks"]:
-            raise SystemExit('robust_p and one_site are options of the leave-one-out block schedule: add "loo_blocks": true')
-        if extra["loo_blocks"]:
-            tiny.sample_batch = loo_batches(float(extra["robust_p"]), bool(extra["one_site"]))
-        if extra["copy_weight"] != 1.0:
-            tiny.warmup = copy_weighted_warmup(extra["copy_weight"])
-        if extra["init_from"]:
-            continue_warmup(args.task, recipe, args.seed, Path(extra["init_from"]).expanduser(), path)
-        else:
-            tiny.build(task, recipe, args.seed, path)
+        recipe = tiny.Recipe.from_dict(json.loads((path / "mrtpo_recipe.json").read_text())["recipe"])
+    else:
+        recipe = recipe_from(json.loads(args.overrides), task)
+        path = tiny.tiny_base(args.task, seed=args.seed, recipe=recipe)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -460,7 +242,7 @@ def main() -> None:
             emit(sname, kind, "all", "cross_reward_corr_median", statistics.median(cross) if cross else math.nan, f"{len(cross)} pairs")
             emit(sname, kind, "all", "entropy_corr_median", statistics.median(ent) if ent else math.nan, f"{len(ent)} profiles")
     emit("", "", "", "build_seconds", float(meta["build_seconds"]),
-         f"params {meta['params']}; extra {portable(json.dumps(extra))}; final loss {meta['final_loss']}; recipe {json.dumps(meta['recipe'])}; {args.notes}")
+         f"params {meta['params']}; final loss {meta['final_loss']}; recipe {json.dumps(meta['recipe'])}; {args.notes}")
     emit("", "", "", "measure_seconds", round(time.time() - t0, 1))
     for r in out:
         print(f"{r['prompts']:8s} {r['responses']:9s} {r['reward']:16s} {r['figure']:26s} {r['value']!s:>8}  {r['notes'][:150]}")
