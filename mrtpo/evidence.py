@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -174,15 +175,19 @@ def verdict_sentence(table: pd.DataFrame) -> str:
 
 
 def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0.05, power: float = 0.8,
-                benchmark: str = "synthetic_test", decoding: str = "temp1", at=(3, 5)) -> pd.DataFrame:
+                benchmark: str = "synthetic_test", decoding: str = "temp1", at=(3, 5), pooled: float | None = None
+                ) -> pd.DataFrame:
     """Per pair (A, B): the standard deviation of A − B over seeds (``stats.sd_of_differences``: paired from two
-    shared seeds, otherwise from the arms' own spread, otherwise from the spread pooled over every arm of
-    ``arms`` with two seeds or more), the difference detectable with ``power`` (two-sided paired t-test, alpha
-    0.05) at the seeds shared now and at ``at`` seeds, and the seeds a difference of ``delta`` needs (at least 3)."""
+    shared seeds, otherwise from the arms' own spread, otherwise from ``pooled``, by default the spread pooled over
+    every arm of ``arms`` with two seeds or more), the difference detectable with ``power`` (two-sided paired t-test, alpha
+    0.05) at the seeds shared now and at ``at`` seeds, the power for ``delta`` at the seeds shared now
+    (``stats.power``; NaN below two shared seeds: no paired test exists), and the seeds a difference of ``delta``
+    needs (at least 3)."""
     from . import stats
 
     values = {m: seed_values(runs, metric, benchmark, decoding) for m, runs in arms.items() if runs}
-    pooled = stats.pooled_sd([v.values() for v in values.values()])
+    if pooled is None:
+        pooled = stats.pooled_sd([v.values() for v in values.values()])
     rows = []
     for a, b in pairs:
         if a not in values or b not in values:
@@ -191,7 +196,7 @@ def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0
         shared = len(set(values[a]) & set(values[b]))
         need = stats.seeds_for_power(sd, delta, power)
         row = {"comparison": f"{a} − {b}", "sd of the difference": sd, "measured": how, "shared seeds": shared,
-               "detectable now": stats.detectable_difference(sd, shared, power)}
+               f"power for {delta:g} now": stats.power(delta, sd, shared), "detectable now": stats.detectable_difference(sd, shared, power)}
         row.update({f"detectable at {n} seeds": stats.detectable_difference(sd, n, power) for n in at})
         row[f"seeds for {delta:g} at {power:.0%} power"] = max(3, need) if need is not None else None
         rows.append(row)
@@ -210,6 +215,123 @@ def power_sentence(power: pd.DataFrame, delta: float = 0.05) -> str:
                        f"(sd of the difference {row['sd of the difference']:.3f}, {row['measured']}); "
                        f"3 seeds detect {number(row['detectable at 3 seeds'])}.")
     return "\n".join(out)
+
+
+class Comparisons(NamedTuple):
+    """The comparisons of one page's verdict table: the task the page runs by default, its (A, B) pairs (an arm is
+    a method, or ``"beta <b>"`` for MRTPO at that beta, as :func:`beta_arms` names it), the paper's table that
+    holds their claims (``results/paper/<paper_table>.csv``; None where it reports no differences of methods) and
+    that table's metric (None where it has one)."""
+
+    task: str
+    pairs: tuple[tuple[str, str], ...]
+    paper_table: str | None = None
+    paper_metric: str | None = None
+
+
+MAIN_PAIRS = (("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"))
+#: MRTPO's betas of the beta sweep (Tables 6–7)
+BETAS = (0.25, 0.5, 0.75)
+#: the book's verdict tables on the held-out answer metric, keyed by page (notebook); the pages take their pairs
+#: from here
+BOOK_COMPARISONS = {
+    "table1_text_to_sql": Comparisons("sql", MAIN_PAIRS + (("mrtpo", "opsd"), ("mrtpo", "entropy")), "table1_text_to_sql",
+                                      "six-benchmark avg execution accuracy"),
+    "table2_instruction_following": Comparisons("if", MAIN_PAIRS, "table2_instruction_following"),
+    "table3_tool_calling": Comparisons("tool", MAIN_PAIRS, "table3_tool_calling"),
+    "table5_ablation": Comparisons("sql", (("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"),
+                                           ("mrtpo", "gdpo+saw"), ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"),
+                                           ("entropy", "gdpo"), ("gdpo+saw", "gdpo")), "table5_ablation"),
+    "table6_beta_sweep": Comparisons("sql", tuple((f"beta {b:g}", f"beta {a:g}") for a, b in zip(BETAS, BETAS[1:]))),
+}
+
+
+def finished_arm(task: str, arm: str, model: str = "tiny") -> list[Run]:
+    """:func:`finished` runs of one arm of :data:`BOOK_COMPARISONS` (``"beta 0.25"``: MRTPO at that beta)."""
+    if arm.startswith("beta "):
+        return finished(task, "mrtpo", model, mrtpo_beta=float(arm.split()[1]))
+    return finished(task, arm, model)
+
+
+def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """Every comparison of :data:`BOOK_COMPARISONS` over the finished runs of ``model`` (nothing is trained): its
+    :func:`power_table` row (the sd of the difference, how it was measured, the shared seeds, the power for
+    ``delta`` and the difference detectable with ``power`` at those seeds and at 3, the seeds ``delta`` needs), the power
+    for the paper's difference on our scale (:func:`paper_claim`; NaN where the paper has none), and what the
+    comparison cost: the summed training time of both arms' runs, every seed present (``summary.json``; a run
+    shared by several comparisons is counted in each), and how many runs recorded it. A pair with an arm
+    without runs gets a row saying so, with NaN numbers. Where neither arm has two seeds, the sd comes from the
+    seed spread pooled over every arm of the task in the book (each set of runs once: MRTPO at beta 0.5 is the
+    main tables' MRTPO)."""
+    from . import stats
+
+    task_arms = {}
+    for c in BOOK_COMPARISONS.values():
+        for arm in (x for pair in c.pairs for x in pair):
+            if (c.task, arm) not in task_arms:
+                task_arms[c.task, arm] = finished_arm(c.task, arm, model)
+    pooled = {}
+    for task in {t for t, _ in task_arms}:
+        groups = {tuple(sorted(str(r.path) for r in runs)): seed_values(runs, answer_metric(task)).values()
+                  for (t, _), runs in task_arms.items() if t == task and runs}
+        pooled[task] = stats.pooled_sd(groups.values())
+    rows = []
+    for page, c in BOOK_COMPARISONS.items():
+        arms = {arm: task_arms[c.task, arm] for arm in dict.fromkeys(x for pair in c.pairs for x in pair)}
+        table = (power_table(arms, c.pairs, answer_metric(c.task), delta, power, pooled=pooled[c.task]).set_index("comparison")
+                 if any(arms.values()) else pd.DataFrame())
+        for a, b in c.pairs:
+            name = f"{a} − {b}"
+            runs = arms[a] + arms[b]
+            times = [r.summary.get("train_runtime_s") for r in runs]
+            times = [t for t in times if t is not None and t == t]
+            row = {"page": page, "task": c.task, "comparison": name,
+                   "seeds": f"{seeds_text(sorted(r.config['config']['seed'] for r in arms[a]))} / "
+                            f"{seeds_text(sorted(r.config['config']['seed'] for r in arms[b]))}",
+                   "train hours": sum(times) / 3600 if times else math.nan, "runs timed": f"{len(times)} of {len(runs)}"}
+            if name in table.index:
+                found = table.loc[name]
+                claimed = paper_claim(c.paper_table, a, b, c.paper_metric)[1] if c.paper_table else None
+                row.update({k: found[k] for k in ("shared seeds", "sd of the difference", "measured", f"power for {delta:g} now",
+                                                  "detectable now", "detectable at 3 seeds",
+                                                  f"seeds for {delta:g} at {power:.0%} power")})
+                row["power for the paper's difference now"] = (stats.power(claimed, found["sd of the difference"], int(found["shared seeds"]))
+                                                               if claimed is not None else math.nan)
+            else:
+                row.update({"shared seeds": 0, "measured": "no runs of " + " or ".join(x for x in (a, b) if not arms[x])})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["page", "task", "comparison", "seeds", "shared seeds", "sd of the difference", "measured",
+                                       f"power for {delta:g} now", "power for the paper's difference now", "detectable now",
+                                       "detectable at 3 seeds", f"seeds for {delta:g} at {power:.0%} power", "train hours",
+                                       "runs timed"])
+
+
+def book_power_sentence(table: pd.DataFrame, delta: float = 0.05) -> str:
+    """What :func:`book_power` says in one paragraph: the comparisons with a paired test (two shared seeds or
+    more), those with 80% power for ``delta``, the range of differences the book can detect, the comparisons
+    without runs, and the summed cost."""
+    if table.empty:
+        return "The book has no comparison."
+    tested = table[table["shared seeds"] >= 2]
+    powered = tested[tested[f"power for {delta:g} now"] >= 0.8]
+    parts = [f"Of the book's {len(table)} comparisons, {len(tested)} rest on two shared seeds or more (a paired test "
+             f"exists) and {len(powered)} of those have 80% power for a difference of {delta:g}"]
+    if len(tested):
+        lo, hi = tested["detectable now"].idxmin(), tested["detectable now"].idxmax()
+        parts.append(f"at the seeds they have, the smallest difference detectable with 80% power runs from "
+                     f"{tested.at[lo, 'detectable now']:.3f} ({tested.at[lo, 'comparison']}, {tested.at[lo, 'page']}) to "
+                     f"{tested.at[hi, 'detectable now']:.3f} ({tested.at[hi, 'comparison']}, {tested.at[hi, 'page']})")
+    one = table[table["shared seeds"] == 1]
+    if len(one):
+        three = one["detectable at 3 seeds"].dropna()
+        parts.append(f"{len(one)} rest on one shared seed, where no paired test exists and the power is not defined"
+                     + (f" (at 3 seeds, the measured spreads would detect {three.min():.3f} to {three.max():.3f})" if len(three) else ""))
+    missing = table[table["measured"].str.startswith("no runs")]
+    if len(missing):
+        parts.append(f"{len(missing)} have no runs yet ({', '.join(missing['comparison'] + ' on ' + missing['page'])})")
+    parts.append(f"the comparisons' runs took {table['train hours'].sum():.1f} hours of training, counting a run "
+                 "shared by several comparisons in each")
+    return "; ".join(parts) + "."
 
 
 def noise_table(arms: dict[str, list[Run]], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:

@@ -290,3 +290,31 @@ def test_length_change_is_relative_and_set_beside_the_fixed_length_control():
     # short runs: the two windows never overlap
     table, _ = evidence.length_change(pd.DataFrame(rows).query("step <= 6"))
     assert table["steps averaged"].tolist() == [3, 3, 3]
+
+
+def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch):
+    from mrtpo import stats
+
+    rng = np.random.default_rng(4)
+    arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.5 + 0.02 * s)) for s in (0, 1, 2)],
+            "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.5))]}
+    monkeypatch.setattr(evidence, "BOOK_COMPARISONS", {"table5_ablation": evidence.Comparisons(
+        "sql", (("mrtpo", "gdpo"), ("joint", "gdpo"), ("beta 0.5", "beta 0.25")), "table5_ablation")})
+    monkeypatch.setattr(evidence, "finished_arm", lambda task, arm, model: arms.get(arm, []))
+    table = evidence.book_power().set_index("comparison")
+    v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
+    sd = np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1, 2)], ddof=1)
+    row = table.loc["mrtpo − gdpo"]
+    assert row["measured"] == "paired" and row["sd of the difference"] == pytest.approx(sd) and row["shared seeds"] == 3
+    assert row["power for 0.05 now"] == pytest.approx(stats.power(0.05, sd, 3))
+    assert row["power for the paper's difference now"] == pytest.approx(stats.power(0.016, sd, 3))  # +1.60 points
+    assert row["detectable now"] == pytest.approx(stats.detectable_difference(sd, 3))
+    assert row["train hours"] == pytest.approx(6 / 3600) and row["runs timed"] == "6 of 6" and row["seeds"] == "0, 1, 2 / 0, 1, 2"
+    one = table.loc["joint − gdpo"]  # one shared seed: no paired test, but what 3 seeds would detect at gdpo's spread
+    assert one["shared seeds"] == 1 and math.isnan(one["power for 0.05 now"]) and one["detectable at 3 seeds"] > 0
+    none = table.loc["beta 0.5 − beta 0.25"]
+    assert none["measured"] == "no runs of beta 0.5 or beta 0.25" and math.isnan(none["train hours"])
+    sentence = evidence.book_power_sentence(table.reset_index())
+    assert sentence.startswith("Of the book's 3 comparisons, 1 rest on two shared seeds or more")
+    assert "1 have no runs yet (beta 0.5 − beta 0.25 on table5_ablation)" in sentence and "1 rest on one shared seed" in sentence
