@@ -36,7 +36,7 @@ plan = report.check_model(task, model)  # stops here, with the registry's clear 
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
 paper = report.paper("table3_tool_calling")
 metric = report.answer_metric(task)
-pairs = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo")]
+pairs = evidence.BOOK_COMPARISONS["table3_tool_calling"].pairs
 verdicts = evidence.verdict_table(arms, pairs, metric, "table3_tool_calling")
 
 # %% [markdown]
