@@ -268,6 +268,10 @@ def test_format_claim_reads_steps_to_the_threshold_and_the_rate_at_step_10():
     table, verdicts, _ = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, seeds=(0,)), window=3)
     assert (verdicts["verdict"] == "inconclusive").all()
     assert table.set_index("method").loc["mrtpo", "first step ≥ 0.8 (3-step mean)"] == "7.0 ± —"  # (0.1 + 2 × 0.95) / 3
+    # a run shorter than 10 steps (the test suite's smoke size) has no rate at step 10, and says so
+    table, verdicts, _ = evidence.format_claim(_format_curves({"mrtpo": 1, "gdpo": None}, steps=3))
+    assert table.set_index("method").loc["mrtpo", "format rate at step 10 (per step)"] == "—"
+    assert verdicts.set_index("claim").loc["mrtpo's format rate at step 10 above gdpo's (mrtpo − gdpo)", "verdict"] == "inconclusive"
 
 
 def test_length_change_is_relative_and_set_beside_the_fixed_length_control():
