@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -174,15 +175,19 @@ def verdict_sentence(table: pd.DataFrame) -> str:
 
 
 def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0.05, power: float = 0.8,
-                benchmark: str = "synthetic_test", decoding: str = "temp1", at=(3, 5)) -> pd.DataFrame:
+                benchmark: str = "synthetic_test", decoding: str = "temp1", at=(3, 5), pooled: float | None = None
+                ) -> pd.DataFrame:
     """Per pair (A, B): the standard deviation of A − B over seeds (``stats.sd_of_differences``: paired from two
-    shared seeds, otherwise from the arms' own spread, otherwise from the spread pooled over every arm of
-    ``arms`` with two seeds or more), the difference detectable with ``power`` (two-sided paired t-test, alpha
-    0.05) at the seeds shared now and at ``at`` seeds, and the seeds a difference of ``delta`` needs (at least 3)."""
+    shared seeds, otherwise from the arms' own spread, otherwise from ``pooled``, by default the spread pooled over
+    every arm of ``arms`` with two seeds or more), the difference detectable with ``power`` (two-sided paired t-test, alpha
+    0.05) at the seeds shared now and at ``at`` seeds, the power for ``delta`` at the seeds shared now
+    (``stats.power``; NaN below two shared seeds: no paired test exists), and the seeds a difference of ``delta``
+    needs (at least 3)."""
     from . import stats
 
     values = {m: seed_values(runs, metric, benchmark, decoding) for m, runs in arms.items() if runs}
-    pooled = stats.pooled_sd([v.values() for v in values.values()])
+    if pooled is None:
+        pooled = stats.pooled_sd([v.values() for v in values.values()])
     rows = []
     for a, b in pairs:
         if a not in values or b not in values:
@@ -191,7 +196,7 @@ def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0
         shared = len(set(values[a]) & set(values[b]))
         need = stats.seeds_for_power(sd, delta, power)
         row = {"comparison": f"{a} − {b}", "sd of the difference": sd, "measured": how, "shared seeds": shared,
-               "detectable now": stats.detectable_difference(sd, shared, power)}
+               f"power for {delta:g} now": stats.power(delta, sd, shared), "detectable now": stats.detectable_difference(sd, shared, power)}
         row.update({f"detectable at {n} seeds": stats.detectable_difference(sd, n, power) for n in at})
         row[f"seeds for {delta:g} at {power:.0%} power"] = max(3, need) if need is not None else None
         rows.append(row)
@@ -210,6 +215,123 @@ def power_sentence(power: pd.DataFrame, delta: float = 0.05) -> str:
                        f"(sd of the difference {row['sd of the difference']:.3f}, {row['measured']}); "
                        f"3 seeds detect {number(row['detectable at 3 seeds'])}.")
     return "\n".join(out)
+
+
+class Comparisons(NamedTuple):
+    """The comparisons of one page's verdict table: the task the page runs by default, its (A, B) pairs (an arm is
+    a method, or ``"beta <b>"`` for MRTPO at that beta, as :func:`beta_arms` names it), the paper's table that
+    holds their claims (``results/paper/<paper_table>.csv``; None where it reports no differences of methods) and
+    that table's metric (None where it has one)."""
+
+    task: str
+    pairs: tuple[tuple[str, str], ...]
+    paper_table: str | None = None
+    paper_metric: str | None = None
+
+
+MAIN_PAIRS = (("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"))
+#: MRTPO's betas of the beta sweep (Tables 6–7)
+BETAS = (0.25, 0.5, 0.75)
+#: the book's verdict tables on the held-out answer metric, keyed by page (notebook); the pages take their pairs
+#: from here
+BOOK_COMPARISONS = {
+    "table1_text_to_sql": Comparisons("sql", MAIN_PAIRS + (("mrtpo", "opsd"), ("mrtpo", "entropy")), "table1_text_to_sql",
+                                      "six-benchmark avg execution accuracy"),
+    "table2_instruction_following": Comparisons("if", MAIN_PAIRS, "table2_instruction_following"),
+    "table3_tool_calling": Comparisons("tool", MAIN_PAIRS, "table3_tool_calling"),
+    "table5_ablation": Comparisons("sql", (("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"),
+                                           ("mrtpo", "gdpo+saw"), ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"),
+                                           ("entropy", "gdpo"), ("gdpo+saw", "gdpo")), "table5_ablation"),
+    "table6_beta_sweep": Comparisons("sql", tuple((f"beta {b:g}", f"beta {a:g}") for a, b in zip(BETAS, BETAS[1:]))),
+}
+
+
+def finished_arm(task: str, arm: str, model: str = "tiny") -> list[Run]:
+    """:func:`finished` runs of one arm of :data:`BOOK_COMPARISONS` (``"beta 0.25"``: MRTPO at that beta)."""
+    if arm.startswith("beta "):
+        return finished(task, "mrtpo", model, mrtpo_beta=float(arm.split()[1]))
+    return finished(task, arm, model)
+
+
+def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """Every comparison of :data:`BOOK_COMPARISONS` over the finished runs of ``model`` (nothing is trained): its
+    :func:`power_table` row (the sd of the difference, how it was measured, the shared seeds, the power for
+    ``delta`` and the difference detectable with ``power`` at those seeds and at 3, the seeds ``delta`` needs), the power
+    for the paper's difference on our scale (:func:`paper_claim`; NaN where the paper has none), and what the
+    comparison cost: the summed training time of both arms' runs, every seed present (``summary.json``; a run
+    shared by several comparisons is counted in each), and how many runs recorded it. A pair with an arm
+    without runs gets a row saying so, with NaN numbers. Where neither arm has two seeds, the sd comes from the
+    seed spread pooled over every arm of the task in the book (each set of runs once: MRTPO at beta 0.5 is the
+    main tables' MRTPO)."""
+    from . import stats
+
+    task_arms = {}
+    for c in BOOK_COMPARISONS.values():
+        for arm in (x for pair in c.pairs for x in pair):
+            if (c.task, arm) not in task_arms:
+                task_arms[c.task, arm] = finished_arm(c.task, arm, model)
+    pooled = {}
+    for task in {t for t, _ in task_arms}:
+        groups = {tuple(sorted(str(r.path) for r in runs)): seed_values(runs, answer_metric(task)).values()
+                  for (t, _), runs in task_arms.items() if t == task and runs}
+        pooled[task] = stats.pooled_sd(groups.values())
+    rows = []
+    for page, c in BOOK_COMPARISONS.items():
+        arms = {arm: task_arms[c.task, arm] for arm in dict.fromkeys(x for pair in c.pairs for x in pair)}
+        table = (power_table(arms, c.pairs, answer_metric(c.task), delta, power, pooled=pooled[c.task]).set_index("comparison")
+                 if any(arms.values()) else pd.DataFrame())
+        for a, b in c.pairs:
+            name = f"{a} − {b}"
+            runs = arms[a] + arms[b]
+            times = [r.summary.get("train_runtime_s") for r in runs]
+            times = [t for t in times if t is not None and t == t]
+            row = {"page": page, "task": c.task, "comparison": name,
+                   "seeds": f"{seeds_text(sorted(r.config['config']['seed'] for r in arms[a]))} / "
+                            f"{seeds_text(sorted(r.config['config']['seed'] for r in arms[b]))}",
+                   "train hours": sum(times) / 3600 if times else math.nan, "runs timed": f"{len(times)} of {len(runs)}"}
+            if name in table.index:
+                found = table.loc[name]
+                claimed = paper_claim(c.paper_table, a, b, c.paper_metric)[1] if c.paper_table else None
+                row.update({k: found[k] for k in ("shared seeds", "sd of the difference", "measured", f"power for {delta:g} now",
+                                                  "detectable now", "detectable at 3 seeds",
+                                                  f"seeds for {delta:g} at {power:.0%} power")})
+                row["power for the paper's difference now"] = (stats.power(claimed, found["sd of the difference"], int(found["shared seeds"]))
+                                                               if claimed is not None else math.nan)
+            else:
+                row.update({"shared seeds": 0, "measured": "no runs of " + " or ".join(x for x in (a, b) if not arms[x])})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["page", "task", "comparison", "seeds", "shared seeds", "sd of the difference", "measured",
+                                       f"power for {delta:g} now", "power for the paper's difference now", "detectable now",
+                                       "detectable at 3 seeds", f"seeds for {delta:g} at {power:.0%} power", "train hours",
+                                       "runs timed"])
+
+
+def book_power_sentence(table: pd.DataFrame, delta: float = 0.05) -> str:
+    """What :func:`book_power` says in one paragraph: the comparisons with a paired test (two shared seeds or
+    more), those with 80% power for ``delta``, the range of differences the book can detect, the comparisons
+    without runs, and the summed cost."""
+    if table.empty:
+        return "The book has no comparison."
+    tested = table[table["shared seeds"] >= 2]
+    powered = tested[tested[f"power for {delta:g} now"] >= 0.8]
+    parts = [f"Of the book's {len(table)} comparisons, {len(tested)} rest on two shared seeds or more (a paired test "
+             f"exists) and {len(powered)} of those have 80% power for a difference of {delta:g}"]
+    if len(tested):
+        lo, hi = tested["detectable now"].idxmin(), tested["detectable now"].idxmax()
+        parts.append(f"at the seeds they have, the smallest difference detectable with 80% power runs from "
+                     f"{tested.at[lo, 'detectable now']:.3f} ({tested.at[lo, 'comparison']}, {tested.at[lo, 'page']}) to "
+                     f"{tested.at[hi, 'detectable now']:.3f} ({tested.at[hi, 'comparison']}, {tested.at[hi, 'page']})")
+    one = table[table["shared seeds"] == 1]
+    if len(one):
+        three = one["detectable at 3 seeds"].dropna()
+        parts.append(f"{len(one)} rest on one shared seed, where no paired test exists and the power is not defined"
+                     + (f" (at 3 seeds, the measured spreads would detect {three.min():.3f} to {three.max():.3f})" if len(three) else ""))
+    missing = table[table["measured"].str.startswith("no runs")]
+    if len(missing):
+        parts.append(f"{len(missing)} have no runs yet ({', '.join(missing['comparison'] + ' on ' + missing['page'])})")
+    parts.append(f"the comparisons' runs took {table['train hours'].sum():.1f} hours of training, counting a run "
+                 "shared by several comparisons in each")
+    return "; ".join(parts) + "."
 
 
 def noise_table(arms: dict[str, list[Run]], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
@@ -358,6 +480,17 @@ def tail_slope(curve: pd.Series, tail: float = 0.2) -> float:
     return float(np.polyfit(last.index.to_numpy(float), last.to_numpy(float), 1)[0])
 
 
+def _over_seeds(x) -> tuple[float, float, float, int]:
+    """(mean, 95% bootstrap interval over seeds, seeds) of per-seed values; NaN values left out, no interval
+    below two seeds."""
+    from . import stats
+
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x)]
+    lo, hi = stats.bootstrap_interval(lambda i: x[i].mean(), len(x))
+    return (float(x.mean()) if len(x) else math.nan), lo, hi, len(x)
+
+
 def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: int = 10, tail: float = 0.2
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(table, verdicts) of "reaches the baseline's final value earlier" (Fig. 5), paired by seed.
@@ -398,14 +531,8 @@ def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: in
                      "seeds never reaching it": int(g["never"].sum())})
     table = pd.DataFrame(rows)
 
-    def over_seeds(x):
-        x = np.asarray(x, dtype=float)
-        x = x[~np.isnan(x)]
-        lo, hi = stats.bootstrap_interval(lambda i: x[i].mean(), len(x))
-        return (float(x.mean()) if len(x) else math.nan), lo, hi, len(x)
-
     verdicts = []
-    est, lo, hi, n = over_seeds(seeds.loc[seeds.method == baseline, "slope"])
+    est, lo, hi, n = _over_seeds(seeds.loc[seeds.method == baseline, "slope"])
     state = ("still rising" if lo > 0 else "falling" if hi < 0 else "no trend detected") if lo == lo else "no interval (one seed)"
     verdicts.append({"claim": f"{baseline} has flattened by the end of the window (PAPER.md §6.6)", "paper": "not reported",
                      "ours (95% interval)": f"slope {interval_text(est, lo, hi, 3)} per 100 steps: {state}",
@@ -416,7 +543,7 @@ def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: in
     for meth in seeds.method.unique():
         if meth == baseline:
             continue
-        est, lo, hi, n = over_seeds(seeds.loc[seeds.method == meth, "saved"])
+        est, lo, hi, n = _over_seeds(seeds.loc[seeds.method == meth, "saved"])
         judged = stats.verdict(lo, hi, claimed if meth == "mrtpo" else None) if n >= 2 else "inconclusive"
         verdicts.append({"claim": f"{meth} reaches {baseline}'s final value earlier (share of the window saved)",
                          "paper": f"{claimed:g} (step {paper_step:g} of 100)" if meth == "mrtpo" else "—",
@@ -424,6 +551,163 @@ def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: in
                          "verdict": judged + (f"; {baseline} still rising" if rising else ""),
                          "est": est, "lo": lo, "hi": hi})
     return table, pd.DataFrame(verdicts)
+
+
+def length_change(m: pd.DataFrame, column: str = "completions/mean_length", steps: int = 10,
+                  control: str = "+constlen") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, verdicts) of Fig. 5's length claim: responses shorten from about 330 to 130–150 tokens in 100 steps
+    (``results/paper/fig5_convergence.csv``, every method), i.e. a relative change of ``mid / start − 1`` with
+    ``mid`` the middle of 130–150 (−0.58). The tiny scale's responses are far shorter than the paper's, so the
+    change is compared relative to each run's start, never in tokens.
+
+    Per (method, seed): the mean of ``column`` over the first ``k`` and the last ``k`` steps, ``k = min(steps,
+    steps run // 2)`` (the two windows never overlap), and the relative change ``last / first − 1``. The table,
+    per method: seeds, first and last (mean ± s.e. over seeds), the relative change with its 95% bootstrap
+    interval over seeds. The verdicts: each arm without the ``control`` suffix against the paper's change
+    (``stats.verdict``; inconclusive below two seeds); and each arm beside its fixed-length control (``gdpo`` and
+    ``gdpo+constlen``, where both have runs): the control's change minus the arm's over the seeds both share
+    (``stats.paired_difference``, seeds only). The control normalises the loss by a constant, removing the
+    token-mean loss's pull toward short responses; a difference above 0 is the part of the fall that pull
+    explains (the paper ran no control: no claimed value)."""
+    from . import stats
+
+    f5 = paper("fig5_convergence").set_index("quantity")["value"]
+    start = float(f5["response length start (tokens)"])
+    end = (float(f5["response length after 100 steps low (tokens)"]) + float(f5["response length after 100 steps high (tokens)"])) / 2
+    claimed = end / start - 1
+
+    per_seed = []
+    for (meth, seed), g in m.groupby(["method", "seed"], sort=False):
+        x = g.sort_values("step")[column].to_numpy(float)
+        k = min(steps, len(x) // 2)
+        first, last = (float(x[:k].mean()), float(x[-k:].mean())) if k else (math.nan, math.nan)
+        per_seed.append({"method": meth, "seed": seed, "first": first, "last": last, "k": k,
+                         "change": last / first - 1 if first else math.nan})
+    seeds = pd.DataFrame(per_seed, columns=["method", "seed", "first", "last", "k", "change"])
+    rows, verdicts = [], []
+    for meth, g in seeds.groupby("method", sort=False):
+        est, lo, hi, n = _over_seeds(g["change"])
+        rows.append({"method": meth, "seeds": seeds_text(sorted(g["seed"])), "steps averaged": int(g["k"].min()),
+                     "first steps (tokens)": estimate(*stats.mean_se(g["first"])[:2], digits=1),
+                     "last steps (tokens)": estimate(*stats.mean_se(g["last"])[:2], digits=1),
+                     "relative change (95% interval over seeds)": interval_text(est, lo, hi, 2)})
+        if meth.endswith(control):
+            continue
+        verdicts.append({"claim": f"{meth}'s responses shorten (relative change, last vs first steps)",
+                         "paper": f"{start:g} → {end:g} tokens: {claimed:+.2f}", "ours (95% interval)": interval_text(est, lo, hi, 2),
+                         "seeds": n, "verdict": stats.verdict(lo, hi, claimed) if n >= 2 else "inconclusive",
+                         "est": est, "lo": lo, "hi": hi})
+    by = {meth: g.set_index("seed")["change"] for meth, g in seeds.groupby("method")}
+    for meth in [x for x in by if not x.endswith(control) and x + control in by]:
+        shared = sorted(set(by[meth].index) & set(by[meth + control].index))
+        d = stats.paired_difference(by[meth + control][shared].to_numpy(float), by[meth][shared].to_numpy(float))
+        verdicts.append({"claim": f"{meth}'s fall is the token-mean loss's pull ({meth + control}'s change − {meth}'s)",
+                         "paper": "not run", "ours (95% interval)": interval_text(d["diff"], d["lo"], d["hi"], 2),
+                         "seeds": len(shared), "verdict": stats.verdict(d["lo"], d["hi"]) if len(shared) >= 2 else "inconclusive",
+                         "est": d["diff"], "lo": d["lo"], "hi": d["hi"]})
+    return pd.DataFrame(rows), pd.DataFrame(verdicts, columns=["claim", "paper", "ours (95% interval)", "seeds", "verdict",
+                                                              "est", "lo", "hi"])
+
+
+# ----------------------------------------------------------------------------------------------------
+# the tool-format claim (Fig. 5's text, PAPER.md §7)
+
+#: the per-step column of the format reward's batch mean (a binary reward: the share of well-formatted responses)
+FORMAT_REWARD = "rewards/format/mean"
+
+
+def format_claim(m: pd.DataFrame, column: str = FORMAT_REWARD, threshold: float = 0.8, at_step: int = 10,
+                 window: int = 1, pairs=(("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"))
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(table, verdicts, sentence) of the tool-format claim: the format reward reaches ``threshold`` at step 13
+    (GDPO 19, GRPO 34) and after ``at_step`` steps the format rate is 97% (GDPO 2%, GRPO 4%)
+    (``results/paper/fig5_convergence.csv``).
+
+    Read from per-step training metrics ``m`` (:func:`report.metrics`): step t's row holds the batch sampled at
+    step t by the policy after t − 1 updates (TRL's logging; the paper's curves are TRL logs too, so its steps
+    are read the same way). The curve is ``column`` per step (``window`` = 1, the default: a single batch, as
+    "the rate after 10 steps" is) or its trailing mean over ``window`` steps (:func:`smoothed`). Per (method,
+    seed): the base's rate (the first step's batch, sampled before any update), the first step where the curve
+    is >= ``threshold`` (a run that never gets there counts as reaching it one step after its last — a lower
+    bound, which shrinks any gap it is part of) and the curve at ``at_step`` (NaN for a shorter run).
+
+    The table, per method: seeds, those three (mean ± s.e. over seeds), the seeds never reaching the threshold
+    and the paper's numbers. The verdicts, per pair (A, B) of ``pairs`` with runs: A − B in steps and in rate
+    over the seeds both share (``stats.paired_difference``, seeds only) against the paper's A − B
+    (``stats.verdict``), "inconclusive" below two shared seeds — and "inconclusive: untestable" where the two
+    arms' runs start (base rate, mean) at or above ``threshold``: the claim is about learning a format the base
+    lacks (PAPER.md §7), which such a base cannot show. The sentence says which case holds, from the numbers."""
+    from . import stats
+
+    f5 = paper("fig5_convergence")
+    f5 = f5[f5["task"] == "tool calling"].set_index(["quantity", "method"])["value"]
+    steps_q, rate_q = f"step format reward reaches {threshold:g}", f"format rate after {at_step} steps (%)"
+
+    def paper_value(quantity, method, scale=1.0):
+        key = (quantity, PAPER_METHOD.get(method, method))
+        return float(f5[key]) * scale if key in f5.index else math.nan
+
+    curve = smoothed(m, column, window) if window > 1 else m[column]
+    per_seed = []
+    for (meth, seed), g in m.assign(_curve=curve).groupby(["method", "seed"], sort=False):
+        g = g.set_index("step").sort_index()["_curve"]
+        reach = first_step_reaching(g, threshold) if len(g) else math.nan
+        per_seed.append({"method": meth, "seed": seed, "start": float(g.iloc[0]) if len(g) else math.nan,
+                         "never": reach != reach, "reach": reach if reach == reach else float(g.index.max()) + 1,
+                         "rate": float(g.get(at_step, math.nan))})
+    seeds = pd.DataFrame(per_seed, columns=["method", "seed", "start", "never", "reach", "rate"])
+    what = "per step" if window == 1 else f"{window}-step mean"
+    reach_col, rate_col = f"first step ≥ {threshold:g} ({what})", f"format rate at step {at_step} ({what})"
+    rows = []
+    for meth, g in seeds.groupby("method", sort=False):
+        rows.append({"method": meth, "seeds": seeds_text(sorted(g["seed"])),
+                     "base rate (step 1)": estimate(*stats.mean_se(g["start"])[:2]),
+                     reach_col: estimate(*stats.mean_se(g["reach"])[:2], digits=1), "seeds never reaching it": int(g["never"].sum()),
+                     rate_col: estimate(*stats.mean_se(g["rate"])[:2]),
+                     "paper: step": number(paper_value(steps_q, meth), 0), "paper: rate": number(paper_value(rate_q, meth, 0.01), 2)})
+    table = pd.DataFrame(rows)
+
+    verdicts = []
+    by = {meth: g.set_index("seed") for meth, g in seeds.groupby("method")}
+    for a, b in pairs:
+        if a not in by or b not in by:
+            continue
+        shared = sorted(set(by[a].index) & set(by[b].index))
+        start = float(pd.concat([by[a]["start"], by[b]["start"]]).mean())
+        for quantity, col, scale, unit, digits in ((steps_q, "reach", 1.0, " steps", 1), (rate_q, "rate", 0.01, "", 2)):
+            claimed = paper_value(quantity, a, scale) - paper_value(quantity, b, scale)
+            d = stats.paired_difference(by[a].loc[shared, col].to_numpy(float), by[b].loc[shared, col].to_numpy(float))
+            if start >= threshold:
+                judged = f"inconclusive: untestable, the runs start at {start:.2f} ≥ {threshold:g}"
+            elif len(shared) < 2:
+                judged = "inconclusive"
+            else:
+                judged = stats.verdict(d["lo"], d["hi"], claimed if claimed == claimed else None)
+            name = (f"{a} reaches {threshold:g} before {b} ({a} − {b}, steps)" if col == "reach"
+                    else f"{a}'s format rate at step {at_step} above {b}'s ({a} − {b})")
+            verdicts.append({"claim": name, "paper": f"{claimed:+.{digits}f}{unit}",
+                             "ours (95% interval)": interval_text(d["diff"], d["lo"], d["hi"], digits),
+                             "shared seeds": seeds_text(shared), "verdict": judged, "testable": start < threshold,
+                             "est": d["diff"], "lo": d["lo"], "hi": d["hi"], "claimed": claimed})
+    verdicts = pd.DataFrame(verdicts, columns=["claim", "paper", "ours (95% interval)", "shared seeds", "verdict", "testable",
+                                               "est", "lo", "hi", "claimed"])
+
+    starts = seeds["start"].dropna()
+    if starts.empty:
+        sentence = "No run has a format curve, so the claim cannot be read here."
+    else:
+        base = (f"The base's format rate (the first step's batch, before any update) is {starts.mean():.2f} on average "
+                f"over {len(starts)} runs (from {starts.min():.2f} to {starts.max():.2f})")
+        if starts.mean() >= threshold:
+            sentence = (f"{base}: already at or above {threshold:g} before training, so the steps to reach {threshold:g} "
+                        f"and the rate after {at_step} steps measure nothing the claim is about (learning a format the "
+                        "base lacks, PAPER.md §7): the claim cannot be tested on this base.")
+        else:
+            sentence = f"{base}: below {threshold:g}, so the claim is testable on this base."
+        if seeds["never"].any():
+            sentence += (f" {int(seeds['never'].sum())} of {len(seeds)} runs never reach {threshold:g}; they count as "
+                         "reaching it one step after their last.")
+    return table, verdicts, sentence
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -507,10 +791,10 @@ def verdicts(model: str = "tiny") -> pd.DataFrame:
 
     rows = []
 
-    def add(claim, source, paper_says, ours, est, lo, hi, null, claimed):
+    def add(claim, source, paper_says, ours, est, lo, hi, null, claimed, judged=None):
         name, page = source.split("|")
         rows.append({"claim": claim, "source": name, "paper": paper_says, "ours": ours, "est": est, "lo": lo, "hi": hi,
-                     "null": null, "claimed": claimed, "verdict": stats.verdict(lo, hi, claimed, null), "page": page})
+                     "null": null, "claimed": claimed, "verdict": judged or stats.verdict(lo, hi, claimed, null), "page": page})
 
     def gap(task, better, worse, name, page, metric=None):
         text, claimed = paper_claim(name, better, worse, metric)
@@ -529,6 +813,18 @@ def verdicts(model: str = "tiny") -> pd.DataFrame:
             ("tool", "tool calling", "table3_tool_calling", "Table 3", None)):
         text, ours, est, lo, hi, claimed = gap(task, "mrtpo", "gdpo", name, page, metric)
         add(f"MRTPO above GDPO ({what})", f"{page}|{name}", text, ours, est, lo, hi, 0.0, claimed)
+    runs = finished("tool", "mrtpo", model) + finished("tool", "gdpo", model)
+    fmt = format_claim(metrics(runs), pairs=[("mrtpo", "gdpo")])[1] if runs else pd.DataFrame()
+    for row, what in zip(fmt.to_dict("records"), ("MRTPO's format reward reaches 0.8 in fewer steps than GDPO's",
+                                                  "MRTPO's format rate after 10 steps above GDPO's")):
+        seeds = row["shared seeds"]
+        why = "" if row["testable"] else f"; untestable: {row['verdict'].split(', ')[-1]}"
+        add(f"{what} (tool calling)", "Fig. 5|table3_tool_calling",
+            row["paper"], f"{row['ours (95% interval)']} over seed{'s' * (',' in seeds)} {seeds}{why}", row["est"], row["lo"],
+            row["hi"], 0.0, row["claimed"], judged=None if row["testable"] else "inconclusive")
+    if fmt.empty:
+        add("MRTPO learns the tool-call format faster than GDPO (tool calling)", "Fig. 5|table3_tool_calling",
+            "steps to a format reward of 0.8; format rate after 10 steps", "no runs", math.nan, math.nan, math.nan, 0.0, None)
     text, ours, est, lo, hi, claimed = gap("sql", "mrtpo", "joint", "table5_ablation", "Table 5")
     add("per-reward replay above joint replay (text-to-SQL)", "Table 5|table5_ablation", text, ours, est, lo, hi, 0.0, claimed)
     text, ours, est, lo, hi, _ = gap("sql", "mrtpo", "entropy", "table5_ablation", "Table 5")

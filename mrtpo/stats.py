@@ -181,6 +181,20 @@ def detectable_difference(sd_diff: float, seeds: int, power: float = 0.8, alpha:
     return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * sd_diff / math.sqrt(seeds)
 
 
+def power(delta: float, sd_diff: float, seeds: int, alpha: float = 0.05) -> float:
+    """Power of a two-sided paired t-test at ``alpha`` to detect a paired difference ``delta`` over ``seeds``
+    pairs whose differences have standard deviation ``sd_diff``, in the approximation that
+    :func:`detectable_difference` inverts (the far tail left out, the noncentral t replaced by a shifted t):
+    ``power = T_{n−1}(|δ| sqrt(n) / sd_diff − t_{1−α/2, n−1})``. NaN below 2 seeds or with ``sd_diff`` unknown;
+    1 when ``sd_diff`` is 0 and ``delta`` is not."""
+    if seeds < 2 or sd_diff != sd_diff or delta != delta:
+        return math.nan
+    if sd_diff == 0:
+        return 1.0 if delta else alpha / 2
+    df = seeds - 1
+    return t_cdf(abs(delta) * math.sqrt(seeds) / sd_diff - t_quantile(1 - alpha / 2, df), df)
+
+
 def seeds_for_power(sd_diff: float, delta: float = 0.05, power: float = 0.8, alpha: float = 0.05,
                     max_seeds: int = 10_000) -> int | None:
     """Fewest paired seeds n >= 2 with ``detectable_difference(sd_diff, n, power, alpha) <= delta``; None when

@@ -65,7 +65,7 @@
 model = "tiny"
 
 # %%
-from mrtpo import plots, report
+from mrtpo import evidence, plots, report
 from mrtpo.results import runs_table
 
 runs = runs_table()
@@ -84,6 +84,21 @@ display(minutes.groupby(["task", "method"])["train_min"].agg(["count", "median",
 fig = plots.method_bars(minutes, "method", "train_min", hue="task", ylabel="training time of one run (minutes)",
                         title=f"training time per run, {model}")
 plots.save(fig, f"reproduce_train_time_{model}")
+
+# %% [markdown]
+# ## What each comparison can detect, and what it cost
+#
+# Every comparison of the book's verdict tables (the result pages' pairs, on the held-out answer metric), over
+# the committed runs: the seeds of each arm, the standard deviation of the paired difference (measured over the
+# shared seeds from two on; otherwise from the arms' own seed spread or the spread pooled over the task's arms,
+# an upper bound when common seeds make the arms move together), the power of a two-sided paired t-test at the
+# seeds both arms share for a difference of 0.05 and for the paper's own gap, the smallest difference it detects
+# with 80% power at those seeds and at 3, the seeds 0.05 needs, and the training time of both arms' runs.
+
+# %%
+power = evidence.book_power(model)
+display(power.drop(columns=["task"]).round(3).set_index(["page", "comparison"]))
+print(evidence.book_power_sentence(power))
 
 # %% [markdown]
 # **Reading the numbers.** A run folder written before evaluation time was recorded has none, so where the count

@@ -38,7 +38,7 @@ plan = report.check_model(task, model)  # stops here, with the registry's clear 
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
 paper = report.paper("table1_text_to_sql")
 metric = report.answer_metric(task)
-pairs = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"), ("mrtpo", "opsd"), ("mrtpo", "entropy")]
+pairs = evidence.BOOK_COMPARISONS["table1_text_to_sql"].pairs
 verdicts = evidence.verdict_table(arms, pairs, metric, "table1_text_to_sql", "six-benchmark avg execution accuracy")
 
 # %% [markdown]

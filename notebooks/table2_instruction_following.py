@@ -36,7 +36,7 @@ plan = report.check_model(task, model)  # stops here, with the registry's clear 
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
 paper = report.paper("table2_instruction_following")
 metric = report.answer_metric(task)
-pairs = [("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo")]
+pairs = evidence.BOOK_COMPARISONS["table2_instruction_following"].pairs
 verdicts = evidence.verdict_table(arms, pairs, metric, "table2_instruction_following")
 
 # %% [markdown]

@@ -41,8 +41,7 @@ evals = report.evaluations(runs)
 metric = report.answer_metric(task)
 # headline: the synthetic test split at temperature 1 (tiny); the first benchmark, greedy (real scale)
 bench, decoding = evals.benchmark.iloc[0], ("temp1" if "temp1" in set(evals.decoding) else "greedy")
-pairs = [("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"), ("mrtpo", "gdpo+saw"),
-         ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"), ("entropy", "gdpo"), ("gdpo+saw", "gdpo")]
+pairs = evidence.BOOK_COMPARISONS["table5_ablation"].pairs
 verdicts = evidence.verdict_table(arms, pairs, metric, "table5_ablation", benchmark=bench, decoding=decoding)
 
 # %% [markdown]

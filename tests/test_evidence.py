@@ -236,3 +236,89 @@ def test_compute_spent_sums_recorded_times_and_counts_the_missing():
     none = report.compute_spent(runs.assign(eval_s=float("nan")))
     assert "evaluation time is not recorded" in report.compute_sentence(none, "tiny")
     assert report.compute_sentence(report.compute_spent(runs.iloc[:0]), "tiny") == "No tiny run folder is committed yet."
+
+
+def _format_curves(rise: dict, start: float = 0.1, seeds=(0, 1, 2), steps=40) -> pd.DataFrame:
+    """Per-step format rate: ``start`` until method m's step rise[m] (+ seed), 0.95 from then on (None: never)."""
+    return pd.DataFrame([{"method": meth, "seed": s, "step": t,
+                          evidence.FORMAT_REWARD: 0.95 if at is not None and t >= at + s else start}
+                         for meth, at in rise.items() for s in seeds for t in range(1, steps + 1)])
+
+
+def test_format_claim_reads_steps_to_the_threshold_and_the_rate_at_step_10():
+    table, verdicts, sentence = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12, "grpo": None}))
+    table = table.set_index("method")
+    assert table.loc["mrtpo", "first step ≥ 0.8 (per step)"] == "6.0 ± 0.6"  # steps 5, 6, 7 over the seeds
+    assert table.loc["grpo", "seeds never reaching it"] == 3 and table.loc["grpo", "first step ≥ 0.8 (per step)"] == "41.0 ± 0.0"
+    assert table.loc["gdpo", "format rate at step 10 (per step)"] == "0.100 ± 0.000"
+    assert table.loc["mrtpo", "paper: step"] == "13" and table.loc["gdpo", "paper: rate"] == "0.02"
+    v = verdicts.set_index("claim")
+    steps = v.loc["mrtpo reaches 0.8 before gdpo (mrtpo − gdpo, steps)"]
+    assert steps["est"] == pytest.approx(-7.0) and steps["paper"] == "-6.0 steps" and steps["verdict"] == "reproduced"
+    rate = v.loc["mrtpo's format rate at step 10 above gdpo's (mrtpo − gdpo)"]
+    assert rate["est"] == pytest.approx(0.85) and rate["claimed"] == pytest.approx(0.95) and rate["verdict"] == "weaker than claimed"
+    # grpo never reaches 0.8: counted at step 41, a gap of at least 29 steps against the paper's 15
+    assert v.loc["gdpo reaches 0.8 before grpo (gdpo − grpo, steps)", "est"] == pytest.approx(-28.0)
+    assert "below 0.8, so the claim is testable" in sentence and "3 of 9 runs never reach 0.8" in sentence
+    # a base already formatting 90% of its responses: nothing to learn, nothing to test
+    _, verdicts, sentence = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, start=0.9))
+    assert verdicts["verdict"].str.startswith("inconclusive: untestable").all() and not verdicts["testable"].any()
+    assert "cannot be tested on this base" in sentence
+    # one seed: no interval, inconclusive; a 3-step mean delays the crossing
+    table, verdicts, _ = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, seeds=(0,)), window=3)
+    assert (verdicts["verdict"] == "inconclusive").all()
+    assert table.set_index("method").loc["mrtpo", "first step ≥ 0.8 (3-step mean)"] == "7.0 ± —"  # (0.1 + 2 × 0.95) / 3
+    # a run shorter than 10 steps (the test suite's smoke size) has no rate at step 10, and says so
+    table, verdicts, _ = evidence.format_claim(_format_curves({"mrtpo": 1, "gdpo": None}, steps=3))
+    assert table.set_index("method").loc["mrtpo", "format rate at step 10 (per step)"] == "—"
+    assert verdicts.set_index("claim").loc["mrtpo's format rate at step 10 above gdpo's (mrtpo − gdpo)", "verdict"] == "inconclusive"
+
+
+def test_length_change_is_relative_and_set_beside_the_fixed_length_control():
+    rows = []
+    for meth, fall in {"gdpo": 0.5, "gdpo+constlen": 0.1, "mrtpo": 0.5}.items():
+        for s in (0, 1, 2):
+            start = 100.0 + 10 * s
+            rows += [{"method": meth, "seed": s, "step": t, "completions/mean_length": start * (1 - fall * (t > 20))}
+                     for t in range(1, 41)]
+    table, verdicts = evidence.length_change(pd.DataFrame(rows))
+    table = table.set_index("method")
+    assert table.loc["gdpo", "first steps (tokens)"] == "110.0 ± 5.8" and table.loc["gdpo", "last steps (tokens)"] == "55.0 ± 2.9"
+    assert table.loc["gdpo", "relative change (95% interval over seeds)"] == "-0.50 [-0.50, -0.50]"
+    v = verdicts.set_index("claim")
+    assert v.loc["gdpo's responses shorten (relative change, last vs first steps)", "verdict"] == "weaker than claimed"  # -0.5, not -0.58
+    assert "gdpo+constlen's responses shorten (relative change, last vs first steps)" not in v.index  # the control claims nothing
+    pull = v.loc["gdpo's fall is the token-mean loss's pull (gdpo+constlen's change − gdpo's)"]
+    assert pull["est"] == pytest.approx(0.4) and pull["verdict"] == "reproduced" and pull["seeds"] == 3
+    assert not any("mrtpo+constlen" in c for c in v.index)  # no control runs for mrtpo: no row
+    # short runs: the two windows never overlap
+    table, _ = evidence.length_change(pd.DataFrame(rows).query("step <= 6"))
+    assert table["steps averaged"].tolist() == [3, 3, 3]
+
+
+def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch):
+    from mrtpo import stats
+
+    rng = np.random.default_rng(4)
+    arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.5 + 0.02 * s)) for s in (0, 1, 2)],
+            "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.5))]}
+    monkeypatch.setattr(evidence, "BOOK_COMPARISONS", {"table5_ablation": evidence.Comparisons(
+        "sql", (("mrtpo", "gdpo"), ("joint", "gdpo"), ("beta 0.5", "beta 0.25")), "table5_ablation")})
+    monkeypatch.setattr(evidence, "finished_arm", lambda task, arm, model: arms.get(arm, []))
+    table = evidence.book_power().set_index("comparison")
+    v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
+    sd = np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1, 2)], ddof=1)
+    row = table.loc["mrtpo − gdpo"]
+    assert row["measured"] == "paired" and row["sd of the difference"] == pytest.approx(sd) and row["shared seeds"] == 3
+    assert row["power for 0.05 now"] == pytest.approx(stats.power(0.05, sd, 3))
+    assert row["power for the paper's difference now"] == pytest.approx(stats.power(0.016, sd, 3))  # +1.60 points
+    assert row["detectable now"] == pytest.approx(stats.detectable_difference(sd, 3))
+    assert row["train hours"] == pytest.approx(6 / 3600) and row["runs timed"] == "6 of 6" and row["seeds"] == "0, 1, 2 / 0, 1, 2"
+    one = table.loc["joint − gdpo"]  # one shared seed: no paired test, but what 3 seeds would detect at gdpo's spread
+    assert one["shared seeds"] == 1 and math.isnan(one["power for 0.05 now"]) and one["detectable at 3 seeds"] > 0
+    none = table.loc["beta 0.5 − beta 0.25"]
+    assert none["measured"] == "no runs of beta 0.5 or beta 0.25" and math.isnan(none["train hours"])
+    sentence = evidence.book_power_sentence(table.reset_index())
+    assert sentence.startswith("Of the book's 3 comparisons, 1 rest on two shared seeds or more")
+    assert "1 have no runs yet (beta 0.5 − beta 0.25 on table5_ablation)" in sentence and "1 rest on one shared seed" in sentence

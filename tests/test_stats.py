@@ -98,6 +98,16 @@ def test_power_seeds_needed_and_detectable_difference_agree():
     assert stats.detectable_difference(0.1, 3) > stats.detectable_difference(0.1, 10)
 
 
+def test_power_is_the_inverse_of_the_detectable_difference():
+    for sd, n in ((0.11, 3), (0.05, 8), (0.2, 20)):
+        assert stats.power(stats.detectable_difference(sd, n), sd, n) == pytest.approx(0.8, abs=1e-6)
+        assert stats.power(stats.detectable_difference(sd, n, power=0.5), sd, n) == pytest.approx(0.5, abs=1e-6)
+    assert stats.power(0.05, 0.1, 3) < stats.power(0.05, 0.1, 10) < stats.power(0.1, 0.1, 10)
+    assert stats.power(-0.05, 0.1, 5) == stats.power(0.05, 0.1, 5)  # two-sided
+    assert math.isnan(stats.power(0.05, 0.1, 1)) and math.isnan(stats.power(0.05, float("nan"), 5))
+    assert stats.power(0.05, 0.0, 3) == 1.0
+
+
 def test_sd_of_differences_paired_when_two_seeds_are_shared_otherwise_from_the_arms_or_the_task():
     sd, how = stats.sd_of_differences({0: 0.5, 1: 0.6}, {0: 0.4, 1: 0.45, 2: 0.5})
     assert how == "paired" and sd == pytest.approx(np.std([0.1, 0.15], ddof=1))
