@@ -54,12 +54,14 @@ def rewards_of(task, prompts, texts, rows) -> dict[str, list[float]]:
 
 def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens: int = 96, seed: int = 0,
             size: str = "tiny") -> list[dict]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from mrtpo.tokenizer import load_tokenizer
 
     torch.set_num_threads(1)  # see mrtpo.tiny.BUILD_THREADS: two threads on a shared machine spin-wait
     path = tiny_base(task_name, size=size, seed=seed)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
-    tok = AutoTokenizer.from_pretrained(path)
+    tok = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     task = get_task(task_name)
     rows_out: list[dict] = []

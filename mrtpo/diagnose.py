@@ -148,7 +148,9 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
     would replay; sampling uses ``seed``.
     """
     from tqdm.auto import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from .tokenizer import load_tokenizer
 
     from .advantages import replay_needed
     from .diagnostics import prompt_ids, record_entropies, sample
@@ -168,7 +170,7 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
     beta = spec.mrtpo_beta if beta is None else beta
     max_new_tokens = max_new_tokens or spec.max_completion_length
     path = resolve_model(task_name, model)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     policy = AutoModelForCausalLM.from_pretrained(path).eval()
     loaded = time.perf_counter()
     prompts_rows = list(task.synthetic(max(1, samples // G), seed=0, split="train"))

@@ -36,11 +36,12 @@ def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16, per_prompt: list
     apply to the prompt), so that intervals can resample prompts (``mrtpo.stats.paired_difference``)."""
     import torch
     from tqdm.auto import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from .diagnostics import sample
+    from .tokenizer import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = load_tokenizer(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path).eval()
     if torch.cuda.is_available():
         model = model.cuda()

@@ -74,9 +74,9 @@ class Run:
 
     def tokenizer(self):
         """The run's tokenizer (saved in the folder, so that token-level figures need no base model)."""
-        from transformers import AutoTokenizer
+        from .tokenizer import load_tokenizer
 
-        return AutoTokenizer.from_pretrained(self.path / "tokenizer")
+        return load_tokenizer(self.path / "tokenizer")
 
 
 def run_folders(task: str | None = None) -> list[Path]:

@@ -242,8 +242,7 @@ def run_task(cfg: RunConfig):
 def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     """Train in ``work`` (resuming from its last complete checkpoint), save the final weights there.
     ``z_blocks``: the custom Z-block function ``cfg.z_blocks`` names (default: the task's)."""
-    from transformers import AutoTokenizer
-
+    from .tokenizer import load_tokenizer
     from .trainer import MRTPOTrainer
 
     if (cfg.z_blocks is None) != (z_blocks is None):
@@ -259,7 +258,7 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     elif out.exists():
         shutil.rmtree(out)
     trainer = MRTPOTrainer(
-        model=str(path), processing_class=AutoTokenizer.from_pretrained(path), reward_funcs=task.reward_funcs(),
+        model=str(path), processing_class=load_tokenizer(path), reward_funcs=task.reward_funcs(),
         train_dataset=train_data(cfg), args=trainer_config(cfg, out, path), z_blocks=z_blocks or task.z_blocks,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
@@ -271,6 +270,9 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
         "resumed_from_step": int(resume.name.split("-")[1]) if resume else None,
         "base_model": portable(str(path)),
+        # runs committed before mrtpo.tokenizer.load_tokenizer lack this: they ran with AutoTokenizer's
+        # Qwen2Tokenizer, which split identifiers ("person_id" -> "person" "_id") as the warm-up never did
+        "tokenizer_class": type(trainer.processing_class).__name__,
         "work_dir": portable(str(work)),
         "log_history": trainer.state.log_history,
     }
@@ -278,14 +280,18 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
 
 def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
     """``train``'s summary for a run killed after its last checkpoint: the weights and the log come from it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from .tokenizer import load_tokenizer
 
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
     model.save_pretrained(str(work / "final"))
-    AutoTokenizer.from_pretrained(checkpoint).save_pretrained(str(work / "final"))
+    tokenizer = load_tokenizer(checkpoint)
+    tokenizer.save_pretrained(str(work / "final"))
     state = json.loads((checkpoint / "trainer_state.json").read_text())
     return {"weights_sha256": weights_hash(model), "train_runtime_s": math.nan, "resumed_from_step": state["global_step"],
-            "base_model": str(base), "work_dir": str(work), "log_history": state["log_history"]}
+            "base_model": str(base), "tokenizer_class": type(tokenizer).__name__, "work_dir": str(work),
+            "log_history": state["log_history"]}
 
 
 def weights_hash(model) -> str:

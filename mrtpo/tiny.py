@@ -42,7 +42,7 @@ from typing import Any
 from .paths import cache_root
 from .tasks import get_task
 from .tasks.base import Noise, Task
-from .tokenizer import build_tokenizer
+from .tokenizer import build_tokenizer, load_tokenizer
 from .warmup_data import make_examples, pseudo_words, render_prompt_plain, sample_batch
 
 #: bump when the build procedure changes in a way the recipe does not capture (invalidates caches)
@@ -193,7 +193,7 @@ def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25,
     """Train the tokenizer and the policy for one tiny base and save them to ``out``; with ``parent`` (the
     built base of ``recipe.parent``), continue that base's policy with its tokenizer instead."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     t0 = time.time()
     torch.set_num_threads(BUILD_THREADS)
@@ -201,10 +201,9 @@ def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25,
     examples = make_examples(task, recipe, seed, words)
     torch.manual_seed(seed)
     if parent is not None:
-        # AutoTokenizer, as the trainer and the diagnostics load a base (and as the testbed bases were built):
-        # it loads this tokenizer as a Qwen2Tokenizer, whose pre-tokenizer splits identifiers at "_"
-        # ("person_id" -> "person" "_id") where the warm-up tokenizer of mrtpo.tokenizer does not
-        tokenizer, model = AutoTokenizer.from_pretrained(parent), AutoModelForCausalLM.from_pretrained(parent)
+        # the parent's own tokenization (mrtpo.tokenizer.load_tokenizer): the testbed attempts B1-B4 and R-d0.5 of
+        # results/testbed were built with AutoTokenizer, which split identifiers at "_" in stage 2 only
+        tokenizer, model = load_tokenizer(parent), AutoModelForCausalLM.from_pretrained(parent)
         stats = warmup(model, tokenizer, task, examples, recipe, seed, words, log_every)
         return save(model, tokenizer, task, recipe, seed, out, examples, stats, t0, parent)
 

@@ -14,10 +14,13 @@ Pieces are then mapped to bytes (GPT-2 byte alphabet: no unknown characters, exa
 The response tags are ordinary (non-special) added tokens, one id each: TRL decodes completions with
 ``skip_special_tokens=True``, which would strip special tags and make every format reward read 0.
 Role markers, pad and eos are special tokens. A small Jinja chat template renders conversational prompts.
+
+Load a saved tokenizer with :func:`load_tokenizer`, never ``AutoTokenizer`` directly: see its docstring.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -96,3 +99,30 @@ def token_char_spans(tokenizer, ids: list[int]) -> list[tuple[int, int]]:
         spans.append((prev, max(prev, end)))
         prev = max(prev, end)
     return spans
+
+
+#: tokenizer classes that hold no rules of their own: the saved ``tokenizer.json`` is the whole tokenizer
+GENERIC_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer saved in the folder ``path``, as it was trained.
+
+    ``AutoTokenizer`` in transformers 5 chooses the class from the model type of ``config.json`` whenever one is
+    registered (``qwen2`` -> ``Qwen2Tokenizer``), even when ``tokenizer_config.json`` declares the generic backend,
+    and ``Qwen2Tokenizer`` replaces the saved pre-tokenizer with Qwen2's regex: a tiny base's ``person_id`` (one
+    token in its warm-up) came back as ``person`` ``_id``, so RL, evaluation and diagnostics saw identifiers split
+    in ways the warm-up never showed. A folder whose ``tokenizer_config.json`` declares a generic class (every
+    base this package builds) is loaded with that class from its ``tokenizer.json``; any other folder (a real
+    Qwen checkpoint, whose class *is* its rules) with ``AutoTokenizer``.
+    """
+    import json
+
+    from transformers import AutoTokenizer
+
+    config = Path(path) / "tokenizer_config.json"
+    declared = json.loads(config.read_text()).get("tokenizer_class") if config.exists() else None
+    if declared in GENERIC_CLASSES and (Path(path) / "tokenizer.json").exists():
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+

@@ -31,15 +31,16 @@ train_steps = 10  # steps of the short training run with the custom Z_k (0: skip
 force = False  # retrain the custom-Z_k run even when its folder exists
 
 # %%
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from mrtpo import diagnostics, plots, runs
+from mrtpo.tokenizer import load_tokenizer
 from mrtpo.tasks import get_task
 
 cfg = runs.resolve(task, "mrtpo", model)  # fails fast, with the registry's message, when the weights are absent
 the_task = get_task(task)
 path = runs.base_path(cfg)
-tokenizer = AutoTokenizer.from_pretrained(path)
+tokenizer = load_tokenizer(path)
 policy = AutoModelForCausalLM.from_pretrained(path).eval()
 example = the_task.synthetic(16, seed=123, split="test")[example_index]
 print(example["prompt"][-1]["content"])

@@ -39,9 +39,26 @@ def weights_hash(path) -> str:
 
 
 def load_tok(path):
-    from transformers import AutoTokenizer
+    from mrtpo.tokenizer import load_tokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    return load_tokenizer(path)
+
+
+def test_a_saved_base_tokenizes_as_its_warm_up_did(smoke_builds):
+    """Identifiers stay whole (the warm-up tokenizer's pieces), prompts render with the base's chat template."""
+    from mrtpo.tasks import get_task
+    from mrtpo.tiny import default_recipe, make_examples, pseudo_words, render_prompt_plain
+    from mrtpo.tokenizer import build_tokenizer
+
+    recipe = default_recipe(get_task("sql"), "smoke")
+    words = pseudo_words(400, 0)
+    corpus = [render_prompt_plain(ex) for ex in make_examples(get_task("sql"), recipe, 0, words)] + [" ".join(words)] * 3
+    trained = build_tokenizer(corpus, vocab_size=recipe.vocab_size)
+    loaded = load_tok(smoke_builds[0])
+    text = "SELECT orders.person_id FROM play_song WHERE people.name = 'Cid'"
+    assert loaded.tokenize(text) == trained.tokenize(text)
+    # (AutoTokenizer loads it as a Qwen2Tokenizer, whose pre-tokenizer splits "person_id" into "person" "_id")
+    assert loaded.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True)
 
 
 def test_smoke_build_is_fast_cached_and_records_the_mix(smoke_builds):

@@ -185,7 +185,9 @@ def main() -> None:
     ap.add_argument("--show", type=int, default=0, help="print per-token q (every reward) and entropy of N references and stop")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from mrtpo.tokenizer import load_tokenizer
 
     task = get_task(args.task)
     if args.base:
@@ -195,7 +197,7 @@ def main() -> None:
         recipe = recipe_from(json.loads(args.overrides), task)
         path = tiny.tiny_base(args.task, seed=args.seed, recipe=recipe)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
-    tok = AutoTokenizer.from_pretrained(path)
+    tok = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     out, t0 = [], time.time()
     if args.show:
