@@ -22,7 +22,8 @@ learning rate with linear warm-up. The batches are ``mrtpo.warmup_data``'s.
 
 A recipe with a ``parent`` is a stage 2: its base continues the warm-up of the parent's base (weights and
 tokenizer) with its own mix, so that a testbed base keeps what the parent learned (copying) while the
-second mix sets where Z matters. ``tiny_base`` builds (or reuses) the parent first.
+second mix sets where Z matters. ``tiny_base`` builds (or reuses) the parent first. The dial bases
+(``dial_recipe``, ``DIAL_SETTINGS``) are such stage 2s, one per rate of the task's gated noise.
 """
 
 from __future__ import annotations
@@ -141,6 +142,40 @@ def default_recipe(task: Task, size: str = "tiny") -> Recipe:
     if size == "smoke":
         return Recipe(size="smoke", steps=12, batch=8, n_train=48, warmup_steps=2, noise=noise, lr=3e-3, max_len=max_len)
     return Recipe(size=size, noise=noise, max_len=max_len)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the dial (issue 12): how much of the mechanism a base has
+
+
+#: the dial's settings: the rate p of every gated noise kind in a dial base's stage 2. On text-to-SQL references
+#: format's check-region ratio rose 0.64 / 1.78 / 3.17 / 3.25 over them (results/testbed/attempts.md, B2-d*)
+DIAL_SETTINGS = (0.0, 0.2, 0.5, 0.8)
+#: the setting of the "default dial" acceptance figures (the testbed's best recipe, R-d0.5 / B4)
+DIAL_DEFAULT = 0.5
+#: what every setting shares (the testbed's options, documented on ``Recipe``): a 360-step stage 2 of the
+#: task's default base at lr 1e-3 (cosine, 10 warm-up steps), blocks shown as the trainer's contexts
+#: (``loo_blocks``), robust continuations at p 0.5, answer value tokens weighted x4, a ``<think>`` that does not
+#: restate the values (``think_values=False``; no effect on a task without ``Task.think_values``)
+DIAL_STAGE2 = dict(steps=360, lr=1e-3, warmup_steps=10, think_values=False, copy_weight=4.0, loo_blocks=True, robust_p=0.5)
+#: at the smoke size (tests) the stage 2 is a few steps
+DIAL_SMOKE_STEPS = dict(steps=4, warmup_steps=1)
+
+
+def dial_recipe(task: Task, setting: float = DIAL_DEFAULT, size: str = "tiny", **options) -> Recipe:
+    """The recipe of the dial base at ``setting``: a stage 2 (``Recipe.parent``) of ``default_recipe(task, size)``
+    with ``DIAL_STAGE2`` (``options``: Recipe fields that replace it, e.g. ``robust_p=0.0`` for a control) in which
+    every gated noise kind of ``Task.warmup_noise`` (``Noise.gated``: kinds gated on a block, and ``constraint``)
+    has rate ``setting``, its gate unchanged; an ungated kind keeps its rate. Everything else is the parent's.
+
+    Setting 0 leaves nothing gated, so the shift lands where the policy is uncertain anyway (the lowest
+    setting should measure a ratio near 1); the larger the setting, the more region k depends on block k."""
+    if not 0 <= setting <= 1:
+        raise ValueError(f"a dial setting is a noise rate in [0, 1]; got {setting} (the settings: {DIAL_SETTINGS})")
+    parent = default_recipe(task, size)
+    noise = tuple(Noise(n.kind, setting, n.gate) if n.gated else n for n in task.warmup_noise)
+    stage2 = {**DIAL_STAGE2, **(DIAL_SMOKE_STEPS if size == "smoke" else {}), **options}
+    return dataclasses.replace(parent, parent=parent, noise=noise, **stage2)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -57,6 +57,17 @@ class Noise:
     p: float
     gate: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        # JSON gives 0 for 0.0: without the cast one recipe would hash two ways (``tiny.recipe_hash``)
+        object.__setattr__(self, "p", float(self.p))
+        object.__setattr__(self, "gate", tuple(self.gate))
+
+    @property
+    def gated(self) -> bool:
+        """Whether the noise depends on which Z blocks the prompt shows (a gate, or ``constraint``, gated per
+        block): the noise that decides where the with/without-Z shift lands, and that ``tiny.dial_recipe`` turns."""
+        return bool(self.gate) or self.kind == "constraint"
+
 
 #: paper-scale hyperparameters the paper does not state, with the reason for the value chosen (``paper_run``)
 UNSTATED = {
