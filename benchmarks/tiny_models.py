@@ -18,13 +18,18 @@ For each task's tiny base, with responses SAMPLED from the policy at temperature
 
 With ``--learning``: 100 GDPO steps (3 seeds, the runner's runs) vs the untrained base, and the RL run time.
 
-Usage: ``python benchmarks/tiny_models.py [--tasks sql if tool] [--prompts 32]``.
+With ``--dial``: the dial bases instead (``tiny.dial_recipe`` at each of ``tiny.DIAL_SETTINGS``, built when
+absent), each measured as above; criteria ``dial/<setting>/<criterion>`` (e.g. ``dial/0.5/localisation/format``),
+the base and its recipe in the notes of ``dial/<setting>/budget/build_seconds``.
+
+Usage: ``python benchmarks/tiny_models.py [--tasks sql if tool] [--prompts 32] [--dial [0 0.2 0.5 0.8]]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import time
@@ -36,7 +41,7 @@ from mrtpo import diagnostics as D
 from mrtpo.contexts import build_contexts
 from mrtpo.relevance import median_correlations, specificity
 from mrtpo.tasks import get_task
-from mrtpo.tiny import tiny_base
+from mrtpo.tiny import DIAL_SETTINGS, Recipe, default_recipe, dial_recipe, tiny_base
 
 FIELDS = ("task", "criterion", "value", "target", "met", "notes")
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
@@ -53,13 +58,15 @@ def rewards_of(task, prompts, texts, rows) -> dict[str, list[float]]:
 
 
 def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens: int = 96, seed: int = 0,
-            size: str = "tiny") -> list[dict]:
+            size: str = "tiny", recipe: Recipe | None = None) -> list[dict]:
+    """The criteria above for the task's default tiny base of ``size``, or for the base of ``recipe`` (built
+    when absent)."""
     from transformers import AutoModelForCausalLM
 
     from mrtpo.tokenizer import load_tokenizer
 
     torch.set_num_threads(1)  # see mrtpo.tiny.BUILD_THREADS: two threads on a shared machine spin-wait
-    path = tiny_base(task_name, size=size, seed=seed)
+    path = tiny_base(task_name, size=size, seed=seed, recipe=recipe)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -134,6 +141,12 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         row(f"localisation/{k}", ratio, 3.0, ratio >= 3.0,
             f"shift share {shift_share:.3f} on token share {tok_share:.3f}; "
             f"concentration(80%) {sum(a['conc']) / max(1, len(a['conc'])):.3f}")
+        if tok_share > 0.5:
+            # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows
+            # localisation is how little of the shift lands outside it
+            out = (1 - shift_share) / (1 - tok_share)
+            row(f"localisation_out/{k}", out, "<= 0.5", out <= 0.5,
+                f"shift share outside {1 - shift_share:.3f} on token share outside {1 - tok_share:.3f}")
     T = max(len(h) for _, h in profiles)
     q_all, mask, h_all = torch.zeros(len(profiles), len(names), T), torch.zeros(len(profiles), T), torch.zeros(len(profiles), T)
     profiled = torch.zeros(len(profiles), len(names), dtype=torch.bool)
@@ -173,10 +186,29 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
             row(f"reading_hidden/{name}", with_z - without, 0.5, with_z - without >= 0.5,
                 f"with Z {with_z:.3f}, without {without:.3f}")
 
+    stage = f"stage 2 of {meta['parent_base']} (this stage's seconds), " if "parent_base" in meta else ""
     row("budget/build_seconds", float(meta["build_seconds"]), "<= 1200 (all bases)", meta["build_seconds"] <= 420,
-        f"params {meta['params']}, recipe {json.dumps(meta['recipe']['noise'])}, per-base share 420 s; "
-        f"measure {time.time() - t0:.0f}s")
+        f"params {meta['params']}, base {path.name}, {stage}recipe {json.dumps(recipe_changes(task, meta['recipe']))}, "
+        f"per-base share 420 s; measure {time.time() - t0:.0f}s")
     return rows_out
+
+
+def recipe_changes(task, recipe: dict) -> dict:
+    """The fields of a base's recipe (``mrtpo_recipe.json``'s) that differ from the task's default recipe of its
+    size, and always its noise; a parent as the same changes of its own."""
+    default = dataclasses.asdict(default_recipe(task, recipe["size"]))
+    full = dataclasses.asdict(Recipe.from_dict(recipe))  # a file written before a field existed lacks it
+    out = {k: v for k, v in full.items() if k == "noise" or (k != "parent" and v != default[k])}
+    if recipe.get("parent") is not None:
+        out["parent"] = recipe_changes(task, recipe["parent"])
+    return out
+
+
+def measure_dial(task_name: str, setting: float, **kwargs) -> list[dict]:
+    """``measure`` of the dial base at ``setting`` (``tiny.dial_recipe``), criteria ``dial/<setting>/<criterion>``;
+    ``kwargs`` as ``measure``'s."""
+    recipe = dial_recipe(get_task(task_name), setting, size=kwargs.get("size", "tiny"))
+    return [{**r, "criterion": f"dial/{setting:g}/{r['criterion']}"} for r in measure(task_name, recipe=recipe, **kwargs)]
 
 
 def learning(task_name: str, seeds=(0, 1, 2)) -> list[dict]:
@@ -231,13 +263,25 @@ def main() -> None:
     ap.add_argument("--learning", action="store_true",
                     help="only the learning and RL-budget criteria (GDPO runs of the runner, reused by the book)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GDPO seeds for --learning")
+    ap.add_argument("--dial", type=float, nargs="*", metavar="SETTING",
+                    help=f"measure the dial bases (built when absent) instead: these settings, or all {DIAL_SETTINGS}")
     args = ap.parse_args()
-    for t in args.tasks:
-        rows = learning(t, tuple(args.seeds)) if args.learning else measure(t, n_prompts=args.prompts, seed=args.seed, size=args.size)
+
+    def emit(rows: list[dict]) -> None:
         for r in rows:
             print(f"{r['task']:5s} {r['criterion']:34s} {r['value']!s:>8} target {r['target']!s:>8} met {r['met']}  {r['notes']}")
         write(rows, args.out)
-    if not args.learning:
+
+    kw = dict(n_prompts=args.prompts, seed=args.seed, size=args.size)
+    for t in args.tasks:
+        if args.learning:
+            emit(learning(t, tuple(args.seeds)))
+        elif args.dial is not None:
+            for setting in args.dial or DIAL_SETTINGS:  # written one by one: each setting is a build and a measurement
+                emit(measure_dial(t, setting, **kw))
+        else:
+            emit(measure(t, **kw))
+    if not args.learning and args.dial is None:
         write([all_bases_budget(args.size, args.seed)], args.out)
 
 
