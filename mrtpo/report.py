@@ -280,3 +280,50 @@ def first_step_reaching(curve: pd.Series, threshold: float) -> float:
     """First step whose value is >= threshold (NaN when never reached); curve indexed by step."""
     hit = curve[curve >= threshold]
     return float(hit.index[0]) if len(hit) else math.nan
+
+
+# ----------------------------------------------------------------------------------------------------
+# results/tiny_models.csv (benchmarks/tiny_models.py)
+
+
+def tiny_models(path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``results/tiny_models.csv`` (or ``path``) as (the criteria of the default bases, :func:`dial_frame` of the
+    dial bases' rows ``dial/<setting>/<criterion>``)."""
+    criteria = pd.read_csv(path or RESULTS / "tiny_models.csv")
+    dial = criteria["criterion"].astype(str).str.startswith("dial/")
+    return criteria[~dial].reset_index(drop=True), dial_frame(criteria[dial])
+
+
+def dial_frame(criteria: pd.DataFrame) -> pd.DataFrame:
+    """The dial rows of a ``tiny_models.csv`` frame, tidy: criterion ``dial/<setting>/<figure>/<reward>`` ->
+    columns ``task``, ``setting`` (float: the gated-noise rate, ``tiny.DIAL_SETTINGS``), ``figure``
+    (``localisation``, ``localisation_out``, ``variance``, ``reading``, ``reading_hidden``, ``specificity``,
+    ``budget``), ``reward`` (the reward's name; ``cross_reward_corr`` and ``build_seconds`` for the last two),
+    ``value`` (float), ``target``, ``met`` (bool), ``notes``; sorted by task, setting, figure, reward. Other rows are
+    left out."""
+    parts = criteria["criterion"].astype(str).str.extract(r"^dial/(?P<setting>[^/]+)/(?P<figure>[^/]+)/(?P<reward>.+)$")
+    keep = parts["setting"].notna()
+    out = criteria[keep].assign(
+        setting=pd.to_numeric(parts.loc[keep, "setting"]), figure=parts.loc[keep, "figure"], reward=parts.loc[keep, "reward"],
+        value=pd.to_numeric(criteria.loc[keep, "value"], errors="coerce"),
+        met=criteria.loc[keep, "met"].astype(str).str.lower().eq("true"))
+    columns = ["task", "setting", "figure", "reward", "value", "target", "met", "notes"]
+    return out[columns].sort_values(["task", "setting", "figure", "reward"]).reset_index(drop=True)
+
+
+def dial_checks(frame: pd.DataFrame, default: float) -> pd.DataFrame:
+    """The dial's acceptance per (task, reward) from a :func:`dial_frame`: the localisation figure the issue judges
+    (the check-region ratio; for a region holding more than half the tokens, the ratio outside it, which is lower
+    the stronger the mechanism) at the lowest setting, at ``default`` and at the highest setting; ``lowest ≈ 1``:
+    the lowest within 1.0 ± 0.2 (no mechanism); ``highest ≥ default``: the highest at least as localised as the
+    default (for the outside ratio: at most the default's)."""
+    rows = []
+    for (task, reward), g in frame[frame["figure"].isin(["localisation", "localisation_out"])].groupby(["task", "reward"]):
+        figure = "localisation_out" if (g["figure"] == "localisation_out").any() else "localisation"
+        by = g[g["figure"] == figure].set_index("setting")["value"].sort_index()
+        at_default = by.get(default, math.nan)
+        stronger = by.iloc[-1] <= at_default if figure == "localisation_out" else by.iloc[-1] >= at_default
+        rows.append({"task": task, "reward": reward, "figure": "ratio outside" if figure == "localisation_out" else "ratio",
+                     "settings": len(by), "lowest": by.iloc[0], "default": at_default, "highest": by.iloc[-1],
+                     "lowest ≈ 1": abs(by.iloc[0] - 1) <= 0.2, "highest ≥ default": bool(stronger)})
+    return pd.DataFrame(rows)

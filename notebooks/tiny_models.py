@@ -32,7 +32,7 @@ import pandas as pd
 
 from mrtpo import report
 
-criteria = pd.read_csv(report.RESULTS / "tiny_models.csv")
+criteria, dial = report.tiny_models()  # the default bases' criteria; the dial bases' rows (section "The dial")
 with pd.option_context("display.max_colwidth", None):  # the whole notes, not cut with "..."
     display(criteria.set_index(["task", "criterion"]))
 
@@ -59,3 +59,41 @@ plots.save(fig, "tiny_models")
 # **Reading the table.** `value` is measured on held-out prompts with responses sampled from the policy;
 # `target` is the acceptance threshold of the project's tiny-models issue. A criterion that is not met is
 # reported with the best figure reached, and the notes say what was tried.
+
+# %% [markdown]
+# ## The dial
+#
+# A dial base (`tiny.dial_recipe`) continues a task's default base with a second warm-up (a stage 2) in which every
+# noise kind gated on a Z block is applied at one rate, the dial setting, and everything else is fixed: at 0
+# no noise depends on which blocks are shown (only the facts a block states do), so removing Z_k should move the
+# policy little more inside verifier k's region than elsewhere (check-region ratio about 1); the higher the
+# setting, the more region k depends on block k. `benchmarks/tiny_models.py --dial` measures each setting's base exactly as the default base above,
+# into the rows `dial/<setting>/<criterion>` of `results/tiny_models.csv`; the figures below are drawn from those
+# rows. For a region holding more than half the response's tokens the ratio cannot exceed 1 / its token share,
+# so its ratio *outside* the region (dashed) shows the localisation instead.
+
+# %%
+import matplotlib.pyplot as plt
+from IPython.display import Markdown
+
+from mrtpo import tiny
+from mrtpo.tasks import TASKS
+
+print(f"settings {tiny.DIAL_SETTINGS}, default {tiny.DIAL_DEFAULT}; every setting's stage 2: {tiny.DIAL_STAGE2}")
+for task in TASKS:
+    rows = dial[dial["task"] == task]
+    display(Markdown(f"### {task}"))
+    if rows.empty:
+        display(Markdown(f"`results/tiny_models.csv` has no dial rows for `{task}` yet "
+                         f"(`python benchmarks/tiny_models.py --tasks {task} --dial` measures them)."))
+        continue
+    fig = plots.dial(rows, tiny.DIAL_DEFAULT, title=task)
+    plots.save(fig, f"tiny_models_dial_{task}")
+    display(fig)  # here, between its task's heading and tables, not at the end of the cell
+    plt.close(fig)
+    display(report.dial_checks(rows, tiny.DIAL_DEFAULT))
+    table = rows[rows["figure"] != "budget"].pivot_table(index=["figure", "reward"], columns="setting", values="value")
+    display(table.round(3))
+    recipes = rows[rows["figure"] == "budget"].set_index("setting")[["value", "notes"]]
+    with pd.option_context("display.max_colwidth", None):  # the recipe and base of each setting, whole
+        display(recipes.rename(columns={"value": "build seconds (stage 2)", "notes": "base and recipe"}))

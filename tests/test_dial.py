@@ -1,0 +1,146 @@
+"""The dial (issue 12): one recipe per setting for any task (``tiny.dial_recipe``), its measurement
+(``benchmarks/tiny_models.py --dial``) and the book's reading of its rows (``report.dial_frame``)."""
+
+import dataclasses
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mrtpo import report, tiny
+from mrtpo.tasks import TASKS, get_task
+from mrtpo.tasks.base import Noise
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: the text-to-SQL dial series R2-d<d> as the testbed probe built it (benchmarks/testbed/probe.py overrides)
+R2 = ('{"parent": {}, "steps": 360, "lr": 0.001, "warmup_steps": 10, "think_values": false, "noise": '
+      '[["structure", D, ["execution_match"]], ["syntax", D, ["executable"]], ["tag", D, ["format"]]], '
+      '"copy_weight": 4, "loo_blocks": true, "robust_p": 0.5}')
+#: their cache names (sql-tiny-0-<hash>), seed 0
+SQL_DIAL_HASHES = {0.0: "6a5154a9b7", 0.2: "b859d840bc", 0.5: "2552554ebf", 0.8: "0a6a6ee296"}
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sql_dial_recipes_are_the_testbed_series():
+    probe = load(ROOT / "benchmarks" / "testbed" / "probe.py", "probe")
+    sql = get_task("sql")
+    assert tiny.DIAL_SETTINGS == tuple(SQL_DIAL_HASHES) and tiny.DIAL_DEFAULT in tiny.DIAL_SETTINGS
+    for d, digest in SQL_DIAL_HASHES.items():
+        recipe = tiny.dial_recipe(sql, d)
+        # the JSON the probe was given writes d = 0 as 0: the same recipe, the same base
+        for text in (f"{d:g}", repr(d)):
+            assert probe.recipe_from(json.loads(R2.replace("D", text)), sql) == recipe
+        assert tiny.recipe_hash("sql", recipe, 0) == digest
+        assert tiny.tiny_path("sql", recipe=recipe).name == f"sql-tiny-0-{digest}"
+    # the parent is the default base, unchanged (tests/test_identity.py pins its hash)
+    assert tiny.dial_recipe(sql).parent == tiny.default_recipe(sql)
+    assert tiny.recipe_hash("sql", tiny.dial_recipe(sql).parent, 0) == "8a33c97be6"
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_dial_turns_every_gated_noise_and_nothing_else(task):
+    t = get_task(task)
+    default = tiny.default_recipe(t)
+    for d in tiny.DIAL_SETTINGS:
+        recipe = tiny.dial_recipe(t, d)
+        assert recipe.noise == tuple(Noise(n.kind, d, n.gate) for n in t.warmup_noise)  # every kind is gated today
+        assert all(n.gated for n in t.warmup_noise)
+        same = {f.name for f in dataclasses.fields(recipe)} - {"noise", "parent", *tiny.DIAL_STAGE2}
+        assert all(getattr(recipe, k) == getattr(default, k) for k in same)
+        assert recipe.parent == default and recipe.max_len == default.max_len
+    assert len({tiny.recipe_hash(task, tiny.dial_recipe(t, d), 0) for d in tiny.DIAL_SETTINGS}) == len(tiny.DIAL_SETTINGS)
+    # an option replaces the dial's default (a control), the smoke size is a few steps
+    assert tiny.dial_recipe(t, 0.5, robust_p=0.0).robust_p == 0.0
+    assert tiny.dial_recipe(t, 0.5, size="smoke").steps < 10
+    with pytest.raises(ValueError, match="noise rate in"):
+        tiny.dial_recipe(t, 5)
+
+
+def test_ungated_noise_keeps_its_rate():
+    class Mixed(type(get_task("sql"))):
+        warmup_noise = (Noise("tag", 0.1), Noise("syntax", 0.2, ("executable",)))
+
+    assert not Mixed.warmup_noise[0].gated and Noise("constraint", 0.3).gated
+    assert tiny.dial_recipe(Mixed(), 0.8).noise == (Noise("tag", 0.1), Noise("syntax", 0.8, ("executable",)))
+
+
+CSV = """task,criterion,value,target,met,notes
+sql,variance/format,0.7,0.5,True,mean reward 0.8
+sql,localisation/format,0.6,3.0,False,
+sql,dial/0/localisation/format,1.1,3.0,False,
+sql,dial/0.5/localisation/format,3.2,3.0,True,
+sql,dial/0.8/localisation/format,3.4,3.0,True,
+sql,dial/0/localisation_out/execution_match,0.9,<= 0.5,False,
+sql,dial/0.5/localisation_out/execution_match,0.4,<= 0.5,True,
+sql,dial/0.8/localisation_out/execution_match,0.5,<= 0.5,False,
+sql,dial/0.5/localisation/execution_match,1.5,3.0,False,
+sql,dial/0.5/specificity/cross_reward_corr,0.6,<= 0.3,False,median over 9 pairs
+sql,dial/0.5/reading_hidden/execution_match,0.4,0.5,False,"with Z 0.5, without 0.1"
+sql,dial/0.5/budget/build_seconds,900.0,<= 1200 (all bases),False,"base sql-tiny-0-2552554ebf, recipe {}"
+if,dial/0.2/variance/constraint_0,0.5,0.5,True,
+all,budget/all_bases_build_seconds,8119.9,<= 1200,False,
+"""
+
+
+def test_dial_rows_parse_into_a_tidy_frame(tmp_path):
+    path = tmp_path / "tiny_models.csv"
+    path.write_text(CSV)
+    criteria, dial = report.tiny_models(path)
+    assert list(criteria["criterion"]) == ["variance/format", "localisation/format", "budget/all_bases_build_seconds"]
+    assert len(dial) == 11 and list(dial.columns) == ["task", "setting", "figure", "reward", "value", "target", "met", "notes"]
+    assert dial["setting"].dtype == float and set(dial["setting"]) == {0.0, 0.2, 0.5, 0.8}
+    first = dial.iloc[0]  # sorted: task, setting, figure, reward
+    assert (first["task"], first["setting"], first["figure"], first["reward"], first["value"], first["met"]) == \
+        ("if", 0.2, "variance", "constraint_0", 0.5, True)
+    row = dial[(dial["figure"] == "specificity")].iloc[0]
+    assert (row["reward"], row["value"], row["met"]) == ("cross_reward_corr", 0.6, False)
+
+    checks = report.dial_checks(dial, 0.5).set_index("reward")
+    fmt, em = checks.loc["format"], checks.loc["execution_match"]
+    assert (fmt["figure"], fmt["settings"], fmt["lowest"], fmt["default"], fmt["highest"]) == ("ratio", 3, 1.1, 3.2, 3.4)
+    assert fmt["lowest ≈ 1"] and fmt["highest ≥ default"]
+    # a region holding most tokens is judged by the ratio outside it, lower = more localised
+    assert (em["figure"], em["lowest"], em["default"], em["highest"]) == ("ratio outside", 0.9, 0.4, 0.5)
+    assert em["lowest ≈ 1"] and not em["highest ≥ default"]
+    assert "constraint_0" not in checks.index  # no localisation rows
+
+
+def test_dial_figure_draws_from_the_rows(tmp_path):
+    from mrtpo import plots
+
+    path = tmp_path / "tiny_models.csv"
+    path.write_text(CSV)
+    _, dial = report.tiny_models(path)
+    fig = plots.dial(dial[dial["task"] == "sql"], 0.5, title="sql")
+    labels = [t.get_text() for ax in fig.axes for t in (ax.get_legend().get_texts() if ax.get_legend() else [])]
+    assert {"format", "execution_match (outside)", "cross_reward_corr", "execution_match (fact only in Z)"} <= set(labels)
+    assert plots.dial(dial[dial["task"] == "tool"], 0.5, title="tool").axes[0].texts  # "no dial rows for tool"
+
+
+def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_path):
+    """Any task (here the toy fourth task): build the smoke dial base, measure it with ``measure``, write the rows."""
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    monkeypatch.setitem(TASKS, "repeat", "toy_task:RepeatWord")
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
+    bench = load(ROOT / "benchmarks" / "tiny_models.py", "tiny_models_bench")
+    rows = bench.measure_dial("repeat", 0.5, n_prompts=2, group=2, max_new_tokens=16, size="smoke")
+    assert rows and all(r["criterion"].startswith("dial/0.5/") for r in rows)
+    budget = next(r for r in rows if r["criterion"] == "dial/0.5/budget/build_seconds")
+    dial_base = tiny.tiny_path("repeat", recipe=tiny.dial_recipe(get_task("repeat"), 0.5, size="smoke"))
+    assert f"base {dial_base.name}, stage 2 of repeat-smoke-0-" in budget["notes"] and '"robust_p": 0.5' in budget["notes"]
+    out = tmp_path / "tiny_models.csv"
+    bench.write(rows, out)
+    bench.write(rows[:1], out)  # replaced by key, not appended
+    _, dial = report.tiny_models(out)
+    # (a smoke policy's samples seldom hold a check region, so localisation rows may be absent)
+    assert len(dial) == len(rows) and set(dial["figure"]) >= {"variance", "specificity", "reading", "budget"}
