@@ -270,14 +270,15 @@ def curves(df: pd.DataFrame, y: str, hue: str = "method", x: str = "step", ylabe
 
 def dial(frame: pd.DataFrame, default: float, title: str = ""):
     """One task's dial (a ``report.dial_frame``) against the setting, three panels: each reward's check-region ratio
-    (solid; 1 = no better than uniform) and, where its region holds more than half the tokens, its ratio outside
-    the region (dashed; lower is more localised); the cross-reward correlation of the relevance profiles; each
-    answer reward's reading gain (success with Z minus without: solid on the held-out prompts, dashed where the
-    needed fact is only in Z). A dotted vertical line marks the default setting."""
+    (solid; black line: 1, no better than uniform) and, where its region holds more than half the tokens, its ratio
+    outside the region (dashed; lower is more localised); the cross-reward correlation of the relevance profiles
+    (black line: 0.3, reward-specific below); each answer reward's reading gain (success with Z minus without:
+    solid on the held-out prompts, dashed where the needed fact is only in Z). A dotted line marks the default
+    setting."""
     if frame.empty:
         return empty(f"no dial rows{' for ' + title if title else ''}")
     panels = [("check-region ratio", {"localisation": "-", "localisation_out": "--"}, 1.0),
-              ("cross-reward correlation", {"specificity": "-"}, None),
+              ("cross-reward correlation", {"specificity": "-"}, 0.3),
               ("reading gain", {"reading": "-", "reading_hidden": "--"}, 0.0)]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     colours = dict(zip(sorted(frame["reward"].unique()), sns.color_palette("tab10", frame["reward"].nunique())))
@@ -286,12 +287,12 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
             g = g.sort_values("setting")
             label = {"localisation_out": f"{reward} (outside)", "reading_hidden": f"{reward} (fact only in Z)"}.get(figure, reward)
             ax.plot(g["setting"], g["value"], styles[figure], marker="o", color=colours[reward], label=label)
-        if reference is not None:
-            ax.axhline(reference, color="black", lw=1)
+        ax.axhline(reference, color="black", lw=1)
         ax.axvline(default, color="grey", ls=":", lw=1)
+        ax.set_xticks(sorted(frame["setting"].unique()))
         ax.set_xlabel("dial setting (gated-noise rate)")
         ax.set_ylabel(ylabel)
-        if ax.get_legend_handles_labels()[0]:
+        if len(ax.get_legend_handles_labels()[0]) > 1:
             ax.legend(fontsize=8)
     fig.suptitle(f"{title}: the dial (dotted: the default setting)" if title else "the dial (dotted: the default setting)")
     fig.tight_layout()
