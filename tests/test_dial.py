@@ -40,6 +40,7 @@ def test_sql_dial_recipes_are_the_testbed_series():
         # the JSON the probe was given writes d = 0 as 0: the same recipe, the same base
         for text in (f"{d:g}", repr(d)):
             assert probe.recipe_from(json.loads(R2.replace("D", text)), sql) == recipe
+        assert probe.recipe_from({}, sql, dial=d) == recipe  # probe.py NAME --dial d
         assert tiny.recipe_hash("sql", recipe, 0) == digest
         assert tiny.tiny_path("sql", recipe=recipe).name == f"sql-tiny-0-{digest}"
     # the parent is the default base, unchanged (tests/test_identity.py pins its hash)

@@ -16,13 +16,13 @@ Usage: ``python benchmarks/testbed/probe.py NAME '{"noise": [["structure", .35, 
 appends one row per figure to results/testbed/attempts.csv. The overrides are ``tiny.Recipe`` fields, changes
 from the task's default tiny recipe (``noise`` as ``[kind, p, gate]`` lists); among them the testbed's options
 ``copy_weight``, ``loo_blocks``, ``robust_p`` and ``one_site`` (documented on ``tiny.Recipe``), and ``parent``,
-the overrides of the recipe whose base this one continues (a stage 2; ``{}``: the default base). Example, a
-360-step stage 2 of the default text-to-SQL base at dial setting d = 0.5::
+the overrides of the recipe whose base this one continues (a stage 2; ``{}``: the default base). With
+``--dial D`` the overrides change the dial base at setting D (``tiny.dial_recipe``) instead. Examples: the
+text-to-SQL dial base at d = 0.5 (a 360-step stage 2 of the default base, the series R2-d<d>), and the same
+without robust continuations::
 
-    probe.py B5 '{"parent": {}, "steps": 360, "lr": 1e-3, "warmup_steps": 10, "think_values": false,
-                  "copy_weight": 4, "loo_blocks": true, "robust_p": 0.5,
-                  "noise": [["structure", 0.5, ["execution_match"]], ["syntax", 0.5, ["executable"]],
-                            ["tag", 0.5, ["format"]]]}'
+    probe.py R2-d0.5 --dial 0.5
+    probe.py R2-d0.5-r0 '{"robust_p": 0}' --dial 0.5
 
 The base is built (or reused) by ``tiny.tiny_base`` under ``$MRTPO_CACHE/models``, named by its recipe hash
 like any tiny base. Bases built by earlier versions of this script (``$MRTPO_CACHE/testbed/``, named with
@@ -57,9 +57,9 @@ OUT_CSV = ROOT / "results" / "testbed" / "attempts.csv"
 FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value", "notes")
 
 
-def recipe_from(overrides: dict, task: Task) -> tiny.Recipe:
-    """The task's default tiny recipe with ``overrides`` (``noise`` as ``[kind, p, gate]`` lists; ``parent`` the
-    overrides of the parent recipe, again from the default)."""
+def recipe_from(overrides: dict, task: Task, dial: float | None = None) -> tiny.Recipe:
+    """The task's default tiny recipe (with ``dial``: ``tiny.dial_recipe(task, dial)``) with ``overrides``
+    (``noise`` as ``[kind, p, gate]`` lists; ``parent`` the overrides of the parent recipe, from the default)."""
     kw = dict(overrides)
     if "noise" in kw:
         kw["noise"] = tuple(Noise(k, p, tuple(g)) for k, p, g in kw["noise"])
@@ -67,7 +67,7 @@ def recipe_from(overrides: dict, task: Task) -> tiny.Recipe:
         kw["hint_p"] = tuple(kw["hint_p"])
     if kw.get("parent") is not None:
         kw["parent"] = recipe_from(kw["parent"], task)
-    return dataclasses.replace(tiny.default_recipe(task), **kw)
+    return dataclasses.replace(tiny.default_recipe(task) if dial is None else tiny.dial_recipe(task, dial), **kw)
 
 
 def reference(task, recipe, row) -> str:
@@ -175,6 +175,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
     ap.add_argument("overrides", nargs="?", default="{}")
+    ap.add_argument("--dial", type=float, help=f"start from the dial base at this setting (tiny.DIAL_SETTINGS {tiny.DIAL_SETTINGS})")
     ap.add_argument("--task", default="sql")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--group", type=int, default=8)
@@ -194,7 +195,7 @@ def main() -> None:
         path = args.base.expanduser()
         recipe = tiny.Recipe.from_dict(json.loads((path / "mrtpo_recipe.json").read_text())["recipe"])
     else:
-        recipe = recipe_from(json.loads(args.overrides), task)
+        recipe = recipe_from(json.loads(args.overrides), task, args.dial)
         path = tiny.tiny_base(args.task, seed=args.seed, recipe=recipe)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = load_tokenizer(path)
