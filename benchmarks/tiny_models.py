@@ -8,7 +8,8 @@ For each task's tiny base, with responses SAMPLED from the policy at temperature
   P_minus_k (``mrtpo.contexts``); q_t = sqrt(JS/ln 2). Check-region ratio (PAPER.md §7,
   ``diagnostics.check_region_ratio``) = (sum q inside the region the verifier reads / sum q) / (tokens inside /
   tokens), pooled over responses (target >= 3); also the region's share of the shift and of the tokens, and the
-  concentration (tokens holding 80%);
+  concentration (tokens holding 80%); for a region holding more than half the tokens, whose ratio cannot reach 3,
+  the ratio outside it, (1 - shift share) / (1 - token share) (issue 12: target <= 0.5);
 * specificity (issue 18): on the same responses, the median correlation over tokens of two rewards' q profiles
   (target <= 0.3: reward-specific), and of each q profile with the sampling policy's token entropy;
 * reading: answer-reward success of G samples from P_all (Z from the first P_0 sample, as the trainer
