@@ -65,6 +65,8 @@
 model = "tiny"
 
 # %%
+from IPython.display import Markdown
+
 from mrtpo import evidence, plots, report
 from mrtpo.results import runs_table
 
@@ -97,7 +99,13 @@ plots.save(fig, f"reproduce_train_time_{model}")
 
 # %%
 power = evidence.book_power(model)
-display(power.drop(columns=["task"]).round(3).set_index(["page", "comparison"]))
+short = {"seeds": "seeds", "sd of the difference": "sd", "power for 0.05 now": "power (0.05)",
+         "power for the paper's difference now": "power (paper's gap)", "detectable now": "detectable",
+         "detectable at 3 seeds": "detectable (3 seeds)",
+         "seeds for 0.05 at 80% power": "seeds for 0.05", "train hours": "hours"}
+for page, rows in power.groupby("page", sort=False):  # one table per page: all pages' columns side by side do not fit
+    display(Markdown(f"**{page}** (spread: {'; '.join(rows['measured'].unique())})"))
+    display(rows.set_index("comparison")[list(short)].rename(columns=short).round(3))
 print(evidence.book_power_sentence(power))
 
 # %% [markdown]
