@@ -346,10 +346,8 @@ class MRTPOTrainer(GRPOTrainer):
 
     # -- logs ------------------------------------------------------------------------------------------------
     def _log_reward_variance(self, rewards: torch.Tensor, need: torch.Tensor) -> None:
-        """Per reward: share of groups with non-zero std and, for the replaying schemes, the replay rate over the
-        response–reward pairs that exist (``advantages.replay_rate``, PAPER.md §7: a reward that does not apply
-        to a response is no pair; NaN in a step where reward k applies to none); over all rewards: that rate,
-        the rewards applying per response and effective K (pairs replayed per response)."""
+        """Per reward: share of groups with non-zero std and, when replaying, the replay rate over the pairs that
+        exist (``advantages.replay_rate``, PAPER.md §7); over all rewards: that rate, rewards applying, effective K."""
         metrics = self._metrics["train"]
         G, B = self.num_generations, need.shape[0]
         groups_vary = need.reshape(-1, G, need.shape[1]).any(dim=1).float()

@@ -50,7 +50,7 @@ sub_rewards = True  # also GDPO and MRTPO on the sub-verifier reward set, where 
 # %%
 import pandas as pd
 
-from mrtpo import evidence, plots, report
+from mrtpo import claims, plots, report
 from mrtpo.tasks import get_task
 
 plan = report.check_model(task, model)
@@ -66,7 +66,7 @@ steps_df = report.metrics(runs)
 
 # %%
 table = report.summary(evals, metric)
-length = evidence.length_change(steps_df)[0].drop(columns=["seeds"])  # mean length over the first and last 10 steps
+length = claims.length_change(steps_df)[0].drop(columns=["seeds"])  # mean length over the first and last 10 steps
 display(table.merge(length, on="method", how="left").round(3))
 fig = plots.method_bars(evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")],
                         "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"arms, {task}, {model}")

@@ -30,17 +30,17 @@ task = "sql"
 controls = ["gdpo+constlen", "mrtpo+constlen"]  # fixed-length control arms, shown where their runs exist (never trained here)
 
 # %%
-from mrtpo import evidence, plots, report
+from mrtpo import claims, evidence, plots, report
 
 plan = report.check_model(task, model)
 arms = evidence.arm_runs(task, ["grpo", "gdpo", "mrtpo"], model, seeds, steps, force)
 m = report.metrics([r for runs in arms.values() for r in runs])
 metric = report.answer_metric(task)
 reward_col = next((c for c in m.columns if c.startswith(f"rewards/{metric}") and c.endswith("/mean")), "reward")
-table, verdicts = evidence.convergence(m, reward_col)
+table, verdicts = claims.convergence(m, reward_col)
 control_runs = [r for arm in controls for r in evidence.finished(task, arm, model, steps)]
 lengths = m if not control_runs else report.metrics([r for runs in arms.values() for r in runs] + control_runs)
-length_table, length_verdicts = evidence.length_change(lengths)
+length_table, length_verdicts = claims.length_change(lengths)
 
 # %% [markdown]
 # ## Verdicts
@@ -59,7 +59,7 @@ display(verdicts.drop(columns=["est", "lo", "hi"]).set_index("claim"))
 display(table.set_index("method"))
 
 # %%
-m["smoothed"] = evidence.smoothed(m, reward_col)
+m["smoothed"] = claims.smoothed(m, reward_col)
 fig = plots.curves(m, "smoothed", ylabel=f"training {reward_col} (10-step mean)", title=f"{task}, {model}")
 plots.save(fig, f"fig5_reward_{task}_{model}")
 

@@ -44,9 +44,9 @@ model = "tiny"  # whose runs the verdicts read: the book's scale; nothing is tra
 # %% tags=["remove-input"]
 from IPython.display import HTML
 
-from mrtpo import evidence, plots
+from mrtpo import claims, plots
 
-verdicts = evidence.verdicts(model)
+verdicts = claims.verdicts(model)
 shown = verdicts.assign(claim=[f'<a href="{p}.html">{c}</a> ({s})' for c, p, s in
                                zip(verdicts["claim"], verdicts["page"], verdicts["source"])])
 display(HTML(shown[["claim", "paper", "ours", "verdict"]].to_html(index=False, escape=False, justify="left")))

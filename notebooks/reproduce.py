@@ -67,7 +67,7 @@ model = "tiny"
 # %%
 from IPython.display import Markdown
 
-from mrtpo import evidence, plots, report
+from mrtpo import plots, power_analysis, report
 from mrtpo.results import runs_table
 
 runs = runs_table()
@@ -98,7 +98,7 @@ plots.save(fig, f"reproduce_train_time_{model}")
 # with 80% power at those seeds and at 3, the seeds 0.05 needs, and the training time of both arms' runs.
 
 # %%
-power = evidence.book_power(model)
+power = power_analysis.book_power(model)
 short = {"seeds": "seeds", "sd of the difference": "sd", "power for 0.05 now": "power (0.05)",
          "power for the paper's difference now": "power (paper's gap)", "detectable now": "detectable",
          "detectable at 3 seeds": "detectable (3 seeds)",
@@ -106,7 +106,7 @@ short = {"seeds": "seeds", "sd of the difference": "sd", "power for 0.05 now": "
 for page, rows in power.groupby("page", sort=False):  # one table per page: all pages' columns side by side do not fit
     display(Markdown(f"**{page}** (spread: {'; '.join(rows['measured'].unique())})"))
     display(rows.set_index("comparison")[list(short)].rename(columns=short).round(3))
-print(evidence.book_power_sentence(power))
+print(power_analysis.book_power_sentence(power))
 
 # %% [markdown]
 # **Reading the numbers.** A run folder written before evaluation time was recorded has none, so where the count

@@ -30,7 +30,7 @@ task = "if"
 methods = ["grpo", "gdpo", "mrtpo"]
 
 # %%
-from mrtpo import evidence, report
+from mrtpo import evidence, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
@@ -66,10 +66,10 @@ display(evidence.main_view(table, paper))
 # seeds present can detect (paired t-test, 80% power) and the seeds a difference of 0.05 needs.
 
 # %%
-display(evidence.noise_table(arms, metric).round(3).set_index("method"))
-power = evidence.power_table(arms, pairs, metric)
+display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
+power = power_analysis.power_table(arms, pairs, metric)
 display(power.round(3).set_index("comparison"))
-print(evidence.power_sentence(power))
+print(power_analysis.power_sentence(power))
 
 # %% [markdown]
 # **Reading the page.** The paper's gains here are small (about a point) and change sign on one benchmark

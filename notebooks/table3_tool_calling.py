@@ -30,7 +30,7 @@ task = "tool"
 methods = ["grpo", "gdpo", "mrtpo"]
 
 # %%
-from mrtpo import evidence, plots, report
+from mrtpo import claims, evidence, plots, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
@@ -66,10 +66,10 @@ display(evidence.main_view(table, paper))
 # seeds present can detect (paired t-test, 80% power) and the seeds a difference of 0.05 needs.
 
 # %%
-display(evidence.noise_table(arms, metric).round(3).set_index("method"))
-power = evidence.power_table(arms, pairs, metric)
+display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
+power = power_analysis.power_table(arms, pairs, metric)
 display(power.round(3).set_index("comparison"))
-print(evidence.power_sentence(power))
+print(power_analysis.power_sentence(power))
 
 # %% [markdown]
 # ## The format claim (Fig. 5's text)
@@ -84,13 +84,13 @@ print(evidence.power_sentence(power))
 
 # %%
 m = report.metrics([r for runs in arms.values() for r in runs])
-format_table, format_verdicts, format_sentence = evidence.format_claim(m, evidence.FORMAT_REWARD)
+format_table, format_verdicts, format_sentence = claims.format_claim(m, claims.FORMAT_REWARD)
 display(format_verdicts.drop(columns=["testable", "est", "lo", "hi", "claimed"]).set_index("claim"))
 print(format_sentence)
 display(format_table.set_index("method"))
 
 # %%
-fig = plots.curves(m, evidence.FORMAT_REWARD, ylabel="format rate of the step's batch", title=f"format reward, {task}, {model}")
+fig = plots.curves(m, claims.FORMAT_REWARD, ylabel="format rate of the step's batch", title=f"format reward, {task}, {model}")
 fig.axes[0].axhline(0.8, color="#555555", lw=1, ls="--")
 plots.save(fig, f"table3_format_{task}_{model}")
 

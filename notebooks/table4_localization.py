@@ -33,13 +33,13 @@ task = "if"
 # %%
 import pandas as pd
 
-from mrtpo import evidence, plots, report
+from mrtpo import evidence, localisation, plots, report
 
 plan = report.check_model(task, model)
 runs = evidence.arm_runs(task, ["mrtpo"], model, seeds, steps, force)["mrtpo"]
-loc = evidence.seeds_localisation(runs)
-loc["state"] = loc["reward_value"].map(evidence.STATES)
-verdicts = evidence.localisation_verdicts(loc)
+loc = localisation.seeds_localisation(runs)
+loc["state"] = loc["reward_value"].map(localisation.STATES)
+verdicts = localisation.localisation_verdicts(loc)
 
 # %% [markdown]
 # ## Verdicts
@@ -56,8 +56,8 @@ display(verdicts.drop(columns=["ratio", "lo", "hi"]).set_index("claim"))
 # ## Per constraint type and state
 
 # %%
-table = pd.concat([evidence.region_table(loc.assign(label="all"), ["label", "state"]),
-                   evidence.region_table(loc, ["label", "state"])], ignore_index=True)
+table = pd.concat([localisation.region_table(loc.assign(label="all"), ["label", "state"]),
+                   localisation.region_table(loc, ["label", "state"])], ignore_index=True)
 table["label"] = table["label"].str.split(":").str[-1]  # the constraint's name without its group
 view = table.assign(**{"shift %": 100 * table["shift share"], "token %": 100 * table["token share"],
                        "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="")

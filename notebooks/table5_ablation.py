@@ -32,7 +32,7 @@ task = "sql"
 methods = ["gdpo", "mrtpo", "joint", "shuffled", "entropy", "gdpo+saw", "mrtpo+saw"]
 
 # %%
-from mrtpo import evidence, plots, report
+from mrtpo import evidence, plots, power_analysis, report
 
 plan = report.check_model(task, model)
 arms = evidence.arm_runs(task, methods, model, seeds, steps, force)
@@ -76,10 +76,10 @@ plots.save(fig, f"table5_{task}_{model}")
 # ## Noise and power
 
 # %%
-display(evidence.noise_table(arms, metric, bench, decoding).round(3).set_index("method"))
-power = evidence.power_table(arms, pairs, metric, benchmark=bench, decoding=decoding)
+display(power_analysis.noise_table(arms, metric, bench, decoding).round(3).set_index("method"))
+power = power_analysis.power_table(arms, pairs, metric, benchmark=bench, decoding=decoding)
 display(power.round(3).set_index("comparison"))
-print(evidence.power_sentence(power[power["comparison"].isin(["mrtpo − gdpo", "mrtpo − entropy"])]))
+print(power_analysis.power_sentence(power[power["comparison"].isin(["mrtpo − gdpo", "mrtpo − entropy"])]))
 
 # %% [markdown]
 # **Reading the page.** "extra forwards per response" is the replay's cost in forwards per sampled response

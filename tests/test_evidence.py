@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrtpo import evidence, report
+from mrtpo import claims, evidence, localisation, power_analysis, report
 from mrtpo.manifest import write_manifest
 from mrtpo.results import Run
 
@@ -100,7 +100,7 @@ def test_verdict_table_power_and_noise(tmp_path):
     assert one["interval over"] == "prompts only: one shared seed" and one["lo"] > 0 and one["verdict"] == "inconclusive"
     sentence = evidence.verdict_sentence(table)
     assert "1 of 2 comparisons show a gap" in sentence and "one shared seed (joint − gdpo)" in sentence
-    power = evidence.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},
+    power = power_analysis.power_table(arms | {"solo": [fake_run(tmp_path / "s", "solo", 0, values(rng, 0.5))]},
                                [("mrtpo", "gdpo"), ("joint", "solo")], "execution_match").set_index("comparison")
     v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
     assert power.at["mrtpo − gdpo", "measured"] == "paired"
@@ -108,7 +108,7 @@ def test_verdict_table_power_and_noise(tmp_path):
     assert "pooled" in power.at["joint − solo", "measured"]  # neither arm has two seeds: the task's spread
     assert power.at["joint − solo", "seeds for 0.05 at 80% power"] >= 3
     assert power.at["joint − solo", "detectable at 3 seeds"] > power.at["joint − solo", "detectable at 5 seeds"]
-    noise = evidence.noise_table(arms, "execution_match").set_index("method")
+    noise = power_analysis.noise_table(arms, "execution_match").set_index("method")
     assert noise.at["gdpo", "seeds"] == "0, 1, 2" and noise.at["gdpo", "evaluation s.e. from"] == "prompts"
     assert noise.at["gdpo", "seed std (observed)"] == pytest.approx(np.std(list(v["gdpo"].values()), ddof=1))
 
@@ -157,13 +157,13 @@ def test_region_table_pools_each_group_and_brackets_its_ratio():
                         "shift_inside": [1.0, 1.5, 0.5, 2.0, 0.0], "shift_total": [2.0, 6.0, 1.0, 4.0, 4.0],
                         "tokens_inside": [1, 6, 2, 5, 5], "tokens_total": [10, 10, 10, 10, 10],
                         "concentration80": [0.2, 0.4, 0.3, 0.5, 0.5]})
-    table = evidence.region_table(loc, ["state"]).set_index("state")
+    table = localisation.region_table(loc, ["state"]).set_index("state")
     assert table.loc["ok", "ratio"] == pytest.approx((3 / 9) / (9 / 30)) and table.loc["ok", "profiles"] == 3
     assert table.loc["bad", "shift share"] == pytest.approx(0.25) and table.loc["bad", "token share"] == pytest.approx(0.5)
     assert table.loc["ok", "seeds"] == "0, 1" and table.loc["ok", "concentration80"] == pytest.approx(0.3)
     for row in table.itertuples():
         assert row.lo <= row.ratio <= row.hi
-    whole = evidence.region_table(loc)
+    whole = localisation.region_table(loc)
     assert len(whole) == 1 and whole["ratio"].iloc[0] == pytest.approx((5 / 17) / (19 / 50))
 
 
@@ -174,7 +174,7 @@ def test_localisation_verdicts_follow_table4s_rows():
                         "label": ["startend:end_checker"] * n + ["detectable_format:number_bullet_lists"] * n,
                         "shift_inside": [0.5, 0.6, 0.4, 0.5, 0.55, 0.45] + [0.1] * n, "shift_total": [1.0] * 2 * n,
                         "tokens_inside": [1] * n + [5] * n, "tokens_total": [10] * 2 * n, "concentration80": [0.3] * 2 * n})
-    v = evidence.localisation_verdicts(loc).set_index("claim")
+    v = localisation.localisation_verdicts(loc).set_index("claim")
     assert list(v.index) == list(report.paper("table4_localization")["constraint_state"].unique())
     assert v.loc["all satisfied", "ratio"] == pytest.approx(5.0) and v.loc["all satisfied", "verdict"] == "reproduced"
     assert v.loc["all satisfied", "paper ratio"] == "2.7 (7B); 2.8 (4B)"
@@ -189,7 +189,7 @@ def _curves(slopes: dict, seeds=(0, 1, 2), steps=20) -> pd.DataFrame:
 
 
 def test_convergence_pairs_seeds_and_flags_a_rising_baseline():
-    table, verdicts = evidence.convergence(_curves({"gdpo": 0.01, "mrtpo": 0.02}), "r", window=1)
+    table, verdicts = claims.convergence(_curves({"gdpo": 0.01, "mrtpo": 0.02}), "r", window=1)
     table = table.set_index("method")
     # mrtpo reaches gdpo's final value (0.2 + 0.01 s) at step 10 of 20 on every seed: half the window saved
     assert table.loc["mrtpo", "first step reaching gdpo's final"] == "10.0 ± 0.0"
@@ -200,7 +200,7 @@ def test_convergence_pairs_seeds_and_flags_a_rising_baseline():
     assert saved["est"] == pytest.approx(0.5) and saved["verdict"] == "reproduced; gdpo still rising"
     assert saved["paper"] == "0.4 (step 60 of 100)"
     # never reaching it saves nothing; a flat baseline is no longer flagged
-    table, verdicts = evidence.convergence(_curves({"gdpo": 0.0, "mrtpo": -0.01}), "r", window=1)
+    table, verdicts = claims.convergence(_curves({"gdpo": 0.0, "mrtpo": -0.01}), "r", window=1)
     assert table.set_index("method").loc["mrtpo", "seeds never reaching it"] == 3
     assert verdicts["verdict"].tolist() == ["inconclusive", "not reproduced"]  # no trend; saves 0, not 0.4
     assert verdicts["est"].iloc[1] == 0.0
@@ -241,12 +241,12 @@ def test_compute_spent_sums_recorded_times_and_counts_the_missing():
 def _format_curves(rise: dict, start: float = 0.1, seeds=(0, 1, 2), steps=40) -> pd.DataFrame:
     """Per-step format rate: ``start`` until method m's step rise[m] (+ seed), 0.95 from then on (None: never)."""
     return pd.DataFrame([{"method": meth, "seed": s, "step": t,
-                          evidence.FORMAT_REWARD: 0.95 if at is not None and t >= at + s else start}
+                          claims.FORMAT_REWARD: 0.95 if at is not None and t >= at + s else start}
                          for meth, at in rise.items() for s in seeds for t in range(1, steps + 1)])
 
 
 def test_format_claim_reads_steps_to_the_threshold_and_the_rate_at_step_10():
-    table, verdicts, sentence = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12, "grpo": None}))
+    table, verdicts, sentence = claims.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12, "grpo": None}))
     table = table.set_index("method")
     assert table.loc["mrtpo", "first step ≥ 0.8 (per step)"] == "6.0 ± 0.6"  # steps 5, 6, 7 over the seeds
     assert table.loc["grpo", "seeds never reaching it"] == 3 and table.loc["grpo", "first step ≥ 0.8 (per step)"] == "41.0 ± 0.0"
@@ -261,15 +261,15 @@ def test_format_claim_reads_steps_to_the_threshold_and_the_rate_at_step_10():
     assert v.loc["gdpo reaches 0.8 before grpo (gdpo − grpo, steps)", "est"] == pytest.approx(-28.0)
     assert "below 0.8, so the claim is testable" in sentence and "3 of 9 runs never reach 0.8" in sentence
     # a base already formatting 90% of its responses: nothing to learn, nothing to test
-    _, verdicts, sentence = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, start=0.9))
+    _, verdicts, sentence = claims.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, start=0.9))
     assert verdicts["verdict"].str.startswith("inconclusive: untestable").all() and not verdicts["testable"].any()
     assert "cannot be tested on this base" in sentence
     # one seed: no interval, inconclusive; a 3-step mean delays the crossing
-    table, verdicts, _ = evidence.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, seeds=(0,)), window=3)
+    table, verdicts, _ = claims.format_claim(_format_curves({"mrtpo": 5, "gdpo": 12}, seeds=(0,)), window=3)
     assert (verdicts["verdict"] == "inconclusive").all()
     assert table.set_index("method").loc["mrtpo", "first step ≥ 0.8 (3-step mean)"] == "7.0 ± —"  # (0.1 + 2 × 0.95) / 3
     # a run shorter than 10 steps (the test suite's smoke size) has no rate at step 10, and says so
-    table, verdicts, _ = evidence.format_claim(_format_curves({"mrtpo": 1, "gdpo": None}, steps=3))
+    table, verdicts, _ = claims.format_claim(_format_curves({"mrtpo": 1, "gdpo": None}, steps=3))
     assert table.set_index("method").loc["mrtpo", "format rate at step 10 (per step)"] == "—"
     assert verdicts.set_index("claim").loc["mrtpo's format rate at step 10 above gdpo's (mrtpo − gdpo)", "verdict"] == "inconclusive"
 
@@ -281,7 +281,7 @@ def test_length_change_is_relative_and_set_beside_the_fixed_length_control():
             start = 100.0 + 10 * s
             rows += [{"method": meth, "seed": s, "step": t, "completions/mean_length": start * (1 - fall * (t > 20))}
                      for t in range(1, 41)]
-    table, verdicts = evidence.length_change(pd.DataFrame(rows))
+    table, verdicts = claims.length_change(pd.DataFrame(rows))
     table = table.set_index("method")
     assert table.loc["gdpo", "first steps (tokens)"] == "110.0 ± 5.8" and table.loc["gdpo", "last steps (tokens)"] == "55.0 ± 2.9"
     assert table.loc["gdpo", "relative change (95% interval over seeds)"] == "-0.50 [-0.50, -0.50]"
@@ -292,7 +292,7 @@ def test_length_change_is_relative_and_set_beside_the_fixed_length_control():
     assert pull["est"] == pytest.approx(0.4) and pull["verdict"] == "reproduced" and pull["seeds"] == 3
     assert not any("mrtpo+constlen" in c for c in v.index)  # no control runs for mrtpo: no row
     # short runs: the two windows never overlap
-    table, _ = evidence.length_change(pd.DataFrame(rows).query("step <= 6"))
+    table, _ = claims.length_change(pd.DataFrame(rows).query("step <= 6"))
     assert table["steps averaged"].tolist() == [3, 3, 3]
 
 
@@ -303,10 +303,10 @@ def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch
     arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
             "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.5 + 0.02 * s)) for s in (0, 1, 2)],
             "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.5))]}
-    monkeypatch.setattr(evidence, "BOOK_COMPARISONS", {"table5_ablation": evidence.Comparisons(
+    monkeypatch.setattr(power_analysis, "BOOK_COMPARISONS", {"table5_ablation": evidence.Comparisons(
         "sql", (("mrtpo", "gdpo"), ("joint", "gdpo"), ("beta 0.5", "beta 0.25")), "table5_ablation")})
-    monkeypatch.setattr(evidence, "finished_arm", lambda task, arm, model: arms.get(arm, []))
-    table = evidence.book_power().set_index("comparison")
+    monkeypatch.setattr(power_analysis, "finished_arm", lambda task, arm, model: arms.get(arm, []))
+    table = power_analysis.book_power().set_index("comparison")
     v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
     sd = np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1, 2)], ddof=1)
     row = table.loc["mrtpo − gdpo"]
@@ -319,6 +319,6 @@ def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch
     assert one["shared seeds"] == 1 and math.isnan(one["power for 0.05 now"]) and one["detectable at 3 seeds"] > 0
     none = table.loc["beta 0.5 − beta 0.25"]
     assert none["measured"] == "no runs of beta 0.5 or beta 0.25" and math.isnan(none["train hours"])
-    sentence = evidence.book_power_sentence(table.reset_index())
+    sentence = power_analysis.book_power_sentence(table.reset_index())
     assert sentence.startswith("Of the book's 3 comparisons, 1 rest on two shared seeds or more")
     assert "1 have no runs yet (beta 0.5 − beta 0.25 on table5_ablation)" in sentence and "1 rest on one shared seed" in sentence

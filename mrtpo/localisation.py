@@ -1,0 +1,76 @@
+"""Localisation claims (Table 4, Fig. 6): the check-region ratio of PAPER.md §7 per constraint type and state,
+with a bootstrap interval over the saved relevance profiles, and Table 4's rows as verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from .evidence import interval_text, seeds_text
+from .report import localisation, paper
+from .results import Run
+
+
+def seeds_localisation(runs: list[Run]) -> pd.DataFrame:
+    """:func:`report.localisation` of every run, one frame with a ``seed`` column (the runs of one arm)."""
+    frames = [localisation(r).assign(seed=r.config["config"]["seed"]) for r in runs]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["seed"])
+
+
+def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
+    """Where the shift lands, per group of the ``by`` columns of a localisation frame (one row for all of it when
+    ``by`` is empty): profiles, seeds, the region's share of the shift and of the tokens pooled over the group's
+    responses (``diagnostics.pooled_shares``), the check-region ratio (``diagnostics.check_region_ratio``,
+    PAPER.md §7) with its ``level`` percentile interval from a bootstrap over the group's profiles (seeds pooled;
+    ``stats.bootstrap_interval``), and the mean concentration (share of tokens holding 80% of the shift)."""
+    from . import stats
+    from .diagnostics import check_region_ratio, pooled_shares
+
+    columns = ("shift_inside", "shift_total", "tokens_inside", "tokens_total")
+    rows = []
+    for key, g in (loc.groupby(list(by), sort=True) if len(by) else [((), loc)]):
+        arrays = {c: g[c].to_numpy(float) for c in columns}
+        shift, tokens = pooled_shares(arrays)
+        lo, hi = stats.bootstrap_interval(lambda i: check_region_ratio({c: a[i] for c, a in arrays.items()}), len(g),
+                                          level=level)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "profiles": len(g),
+                     "seeds": seeds_text(sorted(g["seed"].unique())) if "seed" in g else "—",
+                     "shift share": shift, "token share": tokens, "ratio": check_region_ratio(arrays), "lo": lo, "hi": hi,
+                     "concentration80": float(g["concentration80"].mean()) if len(g) else math.nan})
+    return pd.DataFrame(rows, columns=[*by, "profiles", "seeds", "shift share", "token share", "ratio", "lo", "hi",
+                                       "concentration80"])
+
+
+#: a binary verifier's reward -> the constraint state of Table 4
+STATES = {1.0: "satisfied", 0.0: "violated"}
+#: Table 4's rows named by a constraint type -> that type's ``label`` (``task.reward_label``)
+TABLE4_TYPES = {"bullet lines": "detectable_format:number_bullet_lists", "end phrase": "startend:end_checker"}
+
+
+def localisation_verdicts(loc: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Table 4's claims against a localisation frame with a ``state`` column (:data:`STATES`): per row of
+    ``results/paper/table4_localization.csv`` — "all satisfied" / "all violated" (every constraint type in that
+    state) and the rows named by one constraint type (:data:`TABLE4_TYPES`, both states) — the paper's ratios, ours
+    with its interval (:func:`region_table`), the profiles and seeds, and the verdict against no localisation
+    (ratio 1; ``stats.verdict`` with the paper's median ratio as the claim). A paper row whose ratio is 1 (the
+    region is the whole response) claims nothing: its verdict is "—"."""
+    from . import stats
+
+    rows = []
+    for name, g in paper("table4_localization").groupby("constraint_state", sort=False):
+        if name.startswith("all "):
+            sel = loc[loc["state"] == name.removeprefix("all ")]
+        else:
+            sel = loc[loc["label"] == TABLE4_TYPES[name]]
+        r = region_table(sel, level=level).iloc[0] if len(sel) else None
+        claimed = float(g["ratio"].median())
+        text = "; ".join(f"{ratio:g}" + (f" ({m.split('-')[-1]})" if isinstance(m, str) else "")
+                         for ratio, m in zip(g["ratio"], g["model"]))
+        ratio, lo, hi = (r["ratio"], r["lo"], r["hi"]) if r is not None else (math.nan,) * 3
+        rows.append({"claim": name, "paper ratio": text, "ours (95% interval)": interval_text(ratio, lo, hi, 2, sign=""),
+                     "profiles": len(sel), "seeds": r["seeds"] if r is not None else "none",
+                     "verdict": stats.verdict(lo, hi, claimed, 1.0) if claimed > 1 else "—",
+                     "ratio": ratio, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows)
