@@ -20,6 +20,7 @@ Load a saved tokenizer with :func:`load_tokenizer`, never ``AutoTokenizer`` dire
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterable
 
@@ -116,8 +117,6 @@ def load_tokenizer(path: str | Path):
     base this package builds) is loaded with that class from its ``tokenizer.json``; any other folder (a real
     Qwen checkpoint, whose class *is* its rules) with ``AutoTokenizer``.
     """
-    import json
-
     from transformers import AutoTokenizer
 
     config = Path(path) / "tokenizer_config.json"

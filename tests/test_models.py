@@ -45,19 +45,14 @@ def load_tok(path):
 
 
 def test_a_saved_base_tokenizes_as_its_warm_up_did(smoke_builds):
-    """Identifiers stay whole (the warm-up tokenizer's pieces), prompts render with the base's chat template."""
-    from mrtpo.tasks import get_task
-    from mrtpo.tiny import default_recipe, make_examples, pseudo_words, render_prompt_plain
-    from mrtpo.tokenizer import build_tokenizer
+    """The loaded tokenizer splits text exactly as the saved tokenizer.json (the warm-up's own) does: identifiers stay
+    whole (AutoTokenizer loads it as a Qwen2Tokenizer, whose pre-tokenizer splits "person_id" into "person" "_id")."""
+    from tokenizers import Tokenizer
 
-    recipe = default_recipe(get_task("sql"), "smoke")
-    words = pseudo_words(400, 0)
-    corpus = [render_prompt_plain(ex) for ex in make_examples(get_task("sql"), recipe, 0, words)] + [" ".join(words)] * 3
-    trained = build_tokenizer(corpus, vocab_size=recipe.vocab_size)
+    saved = Tokenizer.from_file(str(smoke_builds[0] / "tokenizer.json"))
     loaded = load_tok(smoke_builds[0])
     text = "SELECT orders.person_id FROM play_song WHERE people.name = 'Cid'"
-    assert loaded.tokenize(text) == trained.tokenize(text)
-    # (AutoTokenizer loads it as a Qwen2Tokenizer, whose pre-tokenizer splits "person_id" into "person" "_id")
+    assert loaded(text, add_special_tokens=False).input_ids == saved.encode(text, add_special_tokens=False).ids
     assert loaded.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True)
 
 
