@@ -1,21 +1,38 @@
-"""Acceptance figures of the tiny bases (issue 5), measured on held-out prompts; writes results/tiny_models.csv.
+"""Acceptance figures of the tiny bases (issues 5 and 12), measured on held-out prompts; writes results/tiny_models.csv.
 
-For each task's tiny base, with responses SAMPLED from the policy at temperature 1 (as RL samples them):
+For each task's tiny base, with responses SAMPLED from the policy at temperature 1 (as RL samples them), by
+default P = 32 held-out prompts and G = 8 samples of each: 256 responses behind every figure (``--prompts``,
+``--group``; the counts are in each row's notes):
 
-* variance: groups of G=8 samples from the bare prompt P_0; fraction of groups whose reward std is > 0,
+* variance: the P groups of G samples from the bare prompt P_0; fraction of groups whose reward std is > 0,
   per reward (target >= 0.5);
-* localisation: for each sampled response and each reward k with a Z block, replay under P_all and
-  P_minus_k (``mrtpo.contexts``); q_t = sqrt(JS/ln 2). Check-region ratio (PAPER.md §7,
-  ``diagnostics.check_region_ratio``) = (sum q inside the region the verifier reads / sum q) / (tokens inside /
-  tokens), pooled over responses (target >= 3); also the region's share of the shift and of the tokens, and the
-  concentration (tokens holding 80%); for a region holding more than half the tokens, whose ratio cannot reach 3,
-  the ratio outside it, (1 - shift share) / (1 - token share) (issue 12: target <= 0.5);
+* localisation: every sampled response (``--replay R``: the first R of each group) and each reward k with a
+  Z block, replayed under P_all and P_minus_k of its own Z blocks (``mrtpo.replay.relevance``, the trainer's
+  replay); q_t = sqrt(JS/ln 2). Check-region ratio (PAPER.md §7, ``diagnostics.check_region_ratio``) =
+  (sum q inside the region the verifier reads / sum q) / (tokens inside / tokens), pooled over responses
+  (target >= 3); also the region's share of the shift and of the tokens, and the concentration (tokens holding
+  80%, mean over responses); for a region holding more than half the tokens, whose ratio cannot reach 3, the ratio
+  outside it, (1 - shift share) / (1 - token share) (``diagnostics.outside_ratio``; issue 12: target <= 0.5);
 * specificity (issue 18): on the same responses, the median correlation over tokens of two rewards' q profiles
   (target <= 0.3: reward-specific), and of each q profile with the sampling policy's token entropy;
-* reading: answer-reward success of G samples from P_all (Z from the first P_0 sample, as the trainer
-  builds it) minus success from P_0 (target > 0); on ``hide_value`` prompts, whose value is only in Z
-  (target >= 0.5);
+* reading: answer-reward success of the P x G samples from P_all (Z from each group's first P_0 sample, as the
+  trainer builds it) minus success of the P x G samples from P_0 (target > 0); the same on ``hide_value``
+  prompts, whose value is only in Z (target >= 0.5);
 * budget: the base's recorded build time (target: all bases <= 1200 s in total).
+
+Standard errors (column ``se``; empty for a single measurement such as a build time). Responses to one prompt
+share it, so every s.e. treats the prompts, not the responses, as the independent draws:
+
+* check-region ratio and ratio outside (ratios of pooled sums), median correlations: bootstrap over prompts,
+  each replicate pooling every response of each drawn prompt (``diagnostics.region_ratios_se``,
+  ``relevance.median_correlations_se``; ``stats.cluster_bootstrap_se``, 1000 resamples);
+* variance (a fraction of P independent groups): the binomial s.e. ``sqrt(p (1 - p) / groups)``;
+* reading: each arm's success rate with the clustered s.e. of a mean over its prompts' samples
+  (``stats.clustered_mean_se``; the binomial s.e. of P x G independent samples would be too small when prompts
+  differ), the gain with ``sqrt(se_with² + se_without²)`` (``stats.difference_se``; errs large, as both arms share
+  the prompts);
+* concentration (in the notes): the clustered s.e. of its mean over responses;
+* learning: std of the per-seed gains / sqrt(seeds).
 
 With ``--learning``: 100 GDPO steps (3 seeds, the runner's runs) vs the untrained base, and the RL run time.
 
@@ -23,7 +40,8 @@ With ``--dial``: the dial bases instead (``tiny.dial_recipe`` at each of ``tiny.
 absent), each measured as above; criteria ``dial/<setting>/<criterion>`` (e.g. ``dial/0.5/localisation/format``),
 the base and its recipe in the notes of ``dial/<setting>/budget/build_seconds``.
 
-Usage: ``python benchmarks/tiny_models.py [--tasks sql if tool] [--prompts 32] [--dial [0 0.2 0.5 0.8]]``.
+Usage: ``python benchmarks/tiny_models.py [--tasks sql if tool] [--prompts 32] [--group 8] [--replay 8]
+[--dial [0 0.2 0.5 0.8]]``.
 """
 
 from __future__ import annotations
@@ -38,30 +56,53 @@ from pathlib import Path
 
 import torch
 
+import numpy as np
+
 from mrtpo import diagnostics as D
+from mrtpo import stats
 from mrtpo.contexts import build_contexts
-from mrtpo.relevance import median_correlations, specificity
+from mrtpo.relevance import median_correlations, median_correlations_se, specificity
+from mrtpo.replay import relevance
 from mrtpo.tasks import get_task
 from mrtpo.tiny import DIAL_SETTINGS, Recipe, default_recipe, dial_recipe, tiny_base
 
-FIELDS = ("task", "criterion", "value", "target", "met", "notes")
+FIELDS = ("task", "criterion", "value", "se", "target", "met", "notes")
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
+
+
+def columns_of(rows) -> dict[str, list]:
+    """The dataset columns of ``rows`` (all but the prompt), as reward functions and Z-block builders take them."""
+    return {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
 
 
 def rewards_of(task, prompts, texts, rows) -> dict[str, list[float]]:
     """Every reward on (prompt, completion) pairs; ``rows`` the dataset rows giving the columns."""
-    columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
     completions = [[{"role": "assistant", "content": t}] for t in texts]
-    out = {}
-    for f in task.reward_funcs():
-        out[f.__name__] = [math.nan if v is None else float(v) for v in f(prompts, completions, **columns)]
-    return out
+    columns = columns_of(rows)
+    return {f.__name__: [math.nan if v is None else float(v) for v in f(prompts, completions, **columns)]
+            for f in task.reward_funcs()}
 
 
-def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens: int = 96, seed: int = 0,
-            size: str = "tiny", recipe: Recipe | None = None) -> list[dict]:
+def z_blocks_of(task, rows, texts) -> list[dict[str, str]]:
+    """The task's Z blocks of each (dataset row, sampled completion text)."""
+    return task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": t}] for t in texts], **columns_of(rows))
+
+
+def criterion_row(criterion: str, value, se, target, met, notes: str = "") -> dict:
+    """One CSV row but its task: figures rounded to 4 decimals; ``se`` None (a single measurement, e.g. a build
+    time) or NaN (undefined, e.g. one seed) is written empty."""
+    def figure(x):
+        return None if x is None or x != x else round(float(x), 4)
+
+    return dict(criterion=criterion, value=figure(value), se=figure(se), target=target, met=met, notes=notes)
+
+
+def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | None = None, max_new_tokens: int = 96,
+            seed: int = 0, size: str = "tiny", recipe: Recipe | None = None, n_boot: int = 1000) -> list[dict]:
     """The criteria above for the task's default tiny base of ``size``, or for the base of ``recipe`` (built
-    when absent)."""
+    when absent): ``n_prompts`` held-out prompts, ``group`` samples of each (the defaults: 32 x 8 = 256 responses
+    per figure), the first ``replay`` of each group (default: all) replayed for localisation and specificity.
+    Each row's ``se`` as in the module docstring (``n_boot`` bootstrap resamples)."""
     from transformers import AutoModelForCausalLM
 
     from mrtpo.tokenizer import load_tokenizer
@@ -72,11 +113,12 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
     tok = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     task = get_task(task_name)
+    names = [f.__name__ for f in task.reward_funcs()]
+    replay = group if replay is None else min(replay, group)
     rows_out: list[dict] = []
 
-    def row(criterion, value, target, met, notes=""):
-        rows_out.append(dict(task=task_name, criterion=criterion, value=round(value, 4) if isinstance(value, float) else value,
-                             target=target, met=met, notes=notes))
+    def row(*args, **kwargs):
+        rows_out.append(dict(task=task_name, **criterion_row(*args, **kwargs)))
 
     def sample_and_score(data, with_z: bool, z_list=None, sample_seed=0):
         rows = list(data)
@@ -89,11 +131,22 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         texts = [t for s in samples for _, t in s]
         scores = rewards_of(task, [r["prompt"] for r in flat_rows], texts, flat_rows)
         entropy = torch.stack(steps, 1).view(len(rows), group, -1)  # the sampling distribution's, per position
-        return rows, samples, flat_rows, scores, entropy
+        return rows, samples, scores, entropy
+
+    def reading(arms, rewards, counts):
+        """(reward, success with Z minus without, its s.e., notes) per reward; each arm's s.e. clustered over its
+        prompts' samples, the gain's the s.e. of a difference."""
+        clusters = np.repeat(np.arange(counts), group)
+        for name in rewards:
+            if name in arms[0]:
+                (without, se_without, n_without), (with_z, se_with, n_with) = (stats.clustered_mean_se(a[name], clusters) for a in arms)
+                yield name, with_z - without, stats.difference_se(se_with, se_without), (
+                    f"with Z {with_z:.3f} ± {se_with:.3f} ({n_with} samples), without {without:.3f} ± {se_without:.3f} "
+                    f"({n_without} samples), {counts} prompts")
 
     t0 = time.time()
     test = task.synthetic(n_prompts, seed=seed, split="test")
-    rows, samples, flat_rows, scores, entropy = sample_and_score(test, with_z=False, sample_seed=1)
+    rows, samples, scores, entropy = sample_and_score(test, with_z=False, sample_seed=1)
 
     # variance at RL step 0: groups from P_0
     for name, vals in scores.items():
@@ -101,97 +154,93 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, max_new_tokens:
         # groups where the reward applies (an instruction slot absent from a prompt scores None = NaN)
         finite = [g[~torch.isnan(g)] for g in groups if (~torch.isnan(g)).sum() > 1]
         nonzero = sum(bool(g.std() > 0) for g in finite) / max(1, len(finite))
-        row(f"variance/{name}", nonzero, 0.5, nonzero >= 0.5,
-            f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}; {len(finite)} of {len(groups)} groups where it applies")
+        row(f"variance/{name}", nonzero, stats.binomial_se(nonzero, len(finite)), 0.5, nonzero >= 0.5,
+            f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}; {len(finite)} of {len(groups)} groups of "
+            f"{group} where it applies")
 
-    # Z blocks of the first sample of each group (what the trainer would build for that response)
-    firsts = [s[0] for s in samples]
-    z_list = task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": t}] for _, t in firsts],
-                           **{k: [r[k] for r in rows] for k in rows[0] if k != "prompt"})
+    picked = [(i, g) for i in range(len(rows)) for g in range(replay) if samples[i][g][0]]  # an empty response has no q
+    rows_out += [dict(task=task_name, **r) for r in (replayed(model, tok, task, rows, samples, entropy, picked, n_boot)
+                                                     if picked else [])]
 
-    # localisation on two sampled responses per prompt
-    acc: dict[str, dict[str, float]] = {}
-    names = [f.__name__ for f in task.reward_funcs()]
-    profiles = []  # per response: ({reward: q}, entropy), for the specificity measures
-    for i, r in enumerate(rows):
-        for g, (ids, text) in enumerate(samples[i][:2]):
-            if not ids:
-                continue
-            z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": text}]],
-                              **{k: [r[k]] for k in r if k != "prompt"})[0]
-            ctx = build_contexts(r["prompt"], z)
-            regions = task.check_regions(text, r)
-            spans = D.token_char_spans(tok, ids)
-            qs = {k: D.js_profile(model, tok, ctx.all, ctx.minus[k], ids) for k in z if k in names}
-            profiles.append((qs, entropy[i, g, : len(ids)]))
-            for k, q in qs.items():
-                if not regions.get(k):
-                    continue
-                inside = torch.tensor(D.in_region(spans, regions[k]))
-                a = acc.setdefault(k, dict(shift_inside=[], shift_total=[], tokens_inside=[], tokens_total=[], conc=[]))
-                a["shift_inside"].append(q[inside].sum().item())
-                a["shift_total"].append(q.sum().item())
-                a["tokens_inside"].append(int(inside.sum()))
-                a["tokens_total"].append(len(q))
-                c = D.concentration(q)
-                if not math.isnan(c):
-                    a["conc"].append(c)
-    for k, a in acc.items():
-        ratio = D.check_region_ratio(a)
-        shift_share, tok_share = D.pooled_shares(a)
-        row(f"localisation/{k}", ratio, 3.0, ratio >= 3.0,
-            f"shift share {shift_share:.3f} on token share {tok_share:.3f}; "
-            f"concentration(80%) {sum(a['conc']) / max(1, len(a['conc'])):.3f}")
-        if tok_share > 0.5:
-            # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows
-            # localisation is how little of the shift lands outside it
-            out = (1 - shift_share) / (1 - tok_share)
-            row(f"localisation_out/{k}", out, "<= 0.5", out <= 0.5,
-                f"shift share outside {1 - shift_share:.3f} on token share outside {1 - tok_share:.3f}")
-    T = max(len(h) for _, h in profiles)
-    q_all, mask, h_all = torch.zeros(len(profiles), len(names), T), torch.zeros(len(profiles), T), torch.zeros(len(profiles), T)
-    profiled = torch.zeros(len(profiles), len(names), dtype=torch.bool)
-    for j, (qs, h) in enumerate(profiles):
-        mask[j, : len(h)], h_all[j, : len(h)] = 1, h
-        for k, name in enumerate(names):
-            if name in qs and float(qs[name].sum()) > 0:
-                q_all[j, k, : len(h)], profiled[j, k] = qs[name], True
-    med = median_correlations(specificity(q_all, mask, profiled, h_all), names)
-    per_reward = ", ".join(f"{n} {med[f'entropy_corr/{n}']:.2f}" for n in names if med[f"entropy_corr/{n}"] == med[f"entropy_corr/{n}"])
-    row("specificity/cross_reward_corr", med["cross_reward_corr"], "<= 0.3", med["cross_reward_corr"] <= 0.3,
-        f"median over {med['cross_reward_pairs']} pairs of rewards on the same response; median correlation of q with "
-        f"the sampling entropy {med['entropy_corr']:.2f} over {med['entropy_profiles']} profiles ({per_reward})")
-
-    # reading: answer rewards with all Z blocks vs without
-    _, _, _, scores_z, _ = sample_and_score(test, with_z=True, z_list=z_list, sample_seed=2)
-    for name in task.answer_rewards:
-        if name not in scores:
-            continue
-        without = torch.nanmean(torch.tensor(scores[name])).item()
-        with_z = torch.nanmean(torch.tensor(scores_z[name])).item()
-        row(f"reading/{name}", with_z - without, "> 0", with_z > without, f"with Z {with_z:.3f}, without {without:.3f}")
+    # reading: answer rewards with all Z blocks (of each group's first sample, as the trainer builds them) vs without
+    z_list = z_blocks_of(task, rows, [s[0][1] for s in samples])
+    _, _, scores_z, _ = sample_and_score(test, with_z=True, z_list=z_list, sample_seed=2)
+    for name, gain, se, notes in reading((scores, scores_z), task.answer_rewards, len(rows)):
+        row(f"reading/{name}", gain, se, "> 0", gain > 0, notes)
 
     # reading where the needed value exists only in Z
     hidden = task.hidden_value_split(n_prompts, seed, "test")
     if hidden is not None:
         hidden = list(hidden[1])
-        hrows, hsamples, _, hscores, _ = sample_and_score(hidden, with_z=False, sample_seed=3)
-        hz = task.z_blocks([r["prompt"] for r in hrows], [[{"role": "assistant", "content": s[0][1]}] for s in hsamples],
-                           **{k: [r[k] for r in hrows] for k in hrows[0] if k != "prompt"})
-        _, _, _, hscores_z, _ = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
-        for name in task.hidden_rewards:
-            if name not in hscores:
-                continue
-            without = torch.nanmean(torch.tensor(hscores[name])).item()
-            with_z = torch.nanmean(torch.tensor(hscores_z[name])).item()
-            row(f"reading_hidden/{name}", with_z - without, 0.5, with_z - without >= 0.5,
-                f"with Z {with_z:.3f}, without {without:.3f}")
+        hrows, hsamples, hscores, _ = sample_and_score(hidden, with_z=False, sample_seed=3)
+        hz = z_blocks_of(task, hrows, [s[0][1] for s in hsamples])
+        _, _, hscores_z, _ = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
+        for name, gain, se, notes in reading((hscores, hscores_z), task.hidden_rewards, len(hrows)):
+            row(f"reading_hidden/{name}", gain, se, 0.5, gain >= 0.5, notes)
 
     stage = f"stage 2 of {meta['parent_base']} (this stage's seconds), " if "parent_base" in meta else ""
-    row("budget/build_seconds", float(meta["build_seconds"]), "<= 1200 (all bases)", meta["build_seconds"] <= 420,
+    row("budget/build_seconds", float(meta["build_seconds"]), None, "<= 1200 (all bases)", meta["build_seconds"] <= 420,
         f"params {meta['params']}, base {path.name}, {stage}recipe {json.dumps(recipe_changes(task, meta['recipe']))}, "
         f"per-base share 420 s; measure {time.time() - t0:.0f}s")
     return rows_out
+
+
+def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, int]], n_boot: int) -> list[dict]:
+    """Localisation and specificity rows (without their task) of the sampled responses ``picked`` ((prompt i,
+    sample g) of ``samples``, none empty): each response under P_all and each P_minus[k] of its own Z blocks, with
+    the trainer's replay (``mrtpo.replay.relevance``: one prompt's responses share its prefix, packed in batches).
+    ``entropy`` (prompts, group, positions): the sampling distribution's entropy."""
+    names = [f.__name__ for f in task.reward_funcs()]
+    prompt_of = np.array([i for i, _ in picked])
+    blocks = z_blocks_of(task, [rows[i] for i in prompt_of], [samples[i][g][1] for i, g in picked])
+    ids = [samples[i][g][0] for i, g in picked]
+    T = max(map(len, ids))
+    mask = torch.tensor([[1] * len(x) + [0] * (T - len(x)) for x in ids])
+    need = torch.tensor([[k in b for k in names] for b in blocks], dtype=torch.bool).view(len(picked), len(names))
+    q, forwards = relevance(model, lambda ps: [D.prompt_ids(tok, p) for p in ps], tok.pad_token_id,
+                            [rows[i]["prompt"] for i in prompt_of], blocks,
+                            torch.tensor([x + [tok.pad_token_id] * (T - len(x)) for x in ids]), mask, need, names)
+    out = []
+    acc: dict[str, dict[str, list]] = {}
+    for j, (i, g) in enumerate(picked):
+        regions = task.check_regions(samples[i][g][1], rows[i])
+        spans = D.token_char_spans(tok, ids[j])
+        for k, name in enumerate(names):
+            if not need[j, k] or not regions.get(name):
+                continue
+            qk = q[j, k, : len(ids[j])]
+            inside = torch.tensor(D.in_region(spans, regions[name]))
+            a = acc.setdefault(name, {c: [] for c in ("shift_inside", "shift_total", "tokens_inside", "tokens_total", "prompt", "conc")})
+            for c, v in zip(a, (qk[inside].sum().item(), qk.sum().item(), int(inside.sum()), len(qk), i, D.concentration(qk))):
+                a[c].append(v)
+    group = entropy.shape[1]
+    counts = (f"{len(picked)} responses ({len(picked) / len(rows):.3g} of each group of {group}, {len(rows)} prompts) "
+              f"replayed, {forwards} sequences")
+    for k, a in acc.items():
+        ratio, outside = D.check_region_ratio(a), D.outside_ratio(a)
+        se_ratio, se_outside = D.region_ratios_se(a, a["prompt"], n_boot)
+        shift_share, tok_share = D.pooled_shares(a)
+        conc, se_conc, n_conc = stats.clustered_mean_se(a["conc"], a["prompt"])
+        out.append(criterion_row(f"localisation/{k}", ratio, se_ratio, 3.0, ratio >= 3.0,
+                                 f"shift share {shift_share:.3f} on token share {tok_share:.3f}; concentration(80%) "
+                                 f"{conc:.3f} ± {se_conc:.3f} over {n_conc} responses with shift; "
+                                 f"{len(a['prompt'])} responses with the region; {counts}"))
+        if tok_share > 0.5:
+            # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows
+            # localisation is how little of the shift lands outside it
+            out.append(criterion_row(f"localisation_out/{k}", outside, se_outside, "<= 0.5", outside <= 0.5,
+                                     f"shift share outside {1 - shift_share:.3f} on token share outside {1 - tok_share:.3f}"))
+    h = torch.stack([entropy[i, g, :T] for i, g in picked]) * mask  # T <= generated positions
+    spec = specificity(q, mask, need & (q.sum(-1) > 0), h)
+    med, se = median_correlations(spec, names), median_correlations_se(spec, prompt_of, n_boot)
+    per_reward = ", ".join(f"{n} {med[f'entropy_corr/{n}']:.2f}" for n in names if med[f"entropy_corr/{n}"] == med[f"entropy_corr/{n}"])
+    out.append(criterion_row(
+        "specificity/cross_reward_corr", med["cross_reward_corr"], se["cross_reward_corr"], "<= 0.3",
+        med["cross_reward_corr"] <= 0.3,
+        f"median over {med['cross_reward_pairs']} pairs of rewards on the same response; median correlation of q with "
+        f"the sampling entropy {med['entropy_corr']:.2f} ± {se['entropy_corr']:.2f} over {med['entropy_profiles']} "
+        f"profiles ({per_reward}); {counts}"))
+    return out
 
 
 def recipe_changes(task, recipe: dict) -> dict:
@@ -229,14 +278,14 @@ def learning(task_name: str, seeds=(0, 1, 2)) -> list[dict]:
     base = answer_mean(runner.evaluate_base(task_name))
     runs = [runner.run(task_name, "gdpo", seed=s) for s in seeds]
     gains = [answer_mean(r.eval) - base for r in runs]
-    mean, spread = statistics.mean(gains), (statistics.stdev(gains) if len(gains) > 1 else 0.0)
+    mean, se, _ = stats.mean_se(gains)  # over seeds (their runs' evaluation noise included); none from one seed
     times = [r.summary["train_runtime_s"] for r in runs]
     return [
-        {"task": task_name, "criterion": "learning/100_gdpo_steps", "value": round(mean, 4), "target": 0.10,
-         "met": mean >= 0.10, "notes": f"base {base:.3f}; gain per seed {', '.join(f'{g:+.3f}' for g in gains)} "
-                                       f"(std {spread:.3f}, seeds {list(seeds)})"},
-        {"task": task_name, "criterion": "budget/100_step_rl_seconds", "value": round(max(times), 1), "target": "<= 600",
-         "met": max(times) <= 600, "notes": "training time of each GDPO run: " + ", ".join(f"{t:.0f}s" for t in times)},
+        {"task": task_name, **criterion_row("learning/100_gdpo_steps", mean, se, 0.10, mean >= 0.10,
+                                            f"base {base:.3f}; gain per seed {', '.join(f'{g:+.3f}' for g in gains)} "
+                                            f"(seeds {list(seeds)}; se = std / sqrt(seeds))")},
+        {"task": task_name, **criterion_row("budget/100_step_rl_seconds", max(times), None, "<= 600", max(times) <= 600,
+                                            "training time of each GDPO run: " + ", ".join(f"{t:.0f}s" for t in times))},
     ]
 
 
@@ -257,7 +306,12 @@ def write(rows: list[dict], path: Path = RESULTS) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", nargs="+", default=["sql"])
-    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--prompts", type=int, default=32, help="held-out prompts (default 32)")
+    ap.add_argument("--group", type=int, default=8,
+                    help="samples per prompt (default 8: 32 x 8 = 256 responses per figure, the acceptance's minimum)")
+    ap.add_argument("--replay", type=int, default=None,
+                    help="responses of each group replayed for localisation and specificity (default: all of them; "
+                         "fewer for a quicker, noisier measurement)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--size", default="tiny", help="tiny (the acceptance figures) or smoke (a quick check)")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -270,10 +324,11 @@ def main() -> None:
 
     def emit(rows: list[dict]) -> None:
         for r in rows:
-            print(f"{r['task']:5s} {r['criterion']:34s} {r['value']!s:>8} target {r['target']!s:>8} met {r['met']}  {r['notes']}")
+            se = "" if r["se"] is None else f"± {r['se']}"
+            print(f"{r['task']:5s} {r['criterion']:34s} {r['value']!s:>8} {se:9s} target {r['target']!s:>8} met {r['met']}  {r['notes']}")
         write(rows, args.out)
 
-    kw = dict(n_prompts=args.prompts, seed=args.seed, size=args.size)
+    kw = dict(n_prompts=args.prompts, group=args.group, replay=args.replay, seed=args.seed, size=args.size)
     for t in args.tasks:
         if args.learning:
             emit(learning(t, tuple(args.seeds)))
@@ -290,9 +345,10 @@ def all_bases_budget(size: str = "tiny", seed: int = 0) -> dict:
     """Total recorded build time of the three tiny bases (issue 5: <= 20 minutes on 2 cores in all)."""
     metas = {t: json.loads((tiny_base(t, size=size, seed=seed) / "mrtpo_recipe.json").read_text()) for t in ("sql", "if", "tool")}
     total = sum(m["build_seconds"] for m in metas.values())
-    return {"task": "all", "criterion": "budget/all_bases_build_seconds", "value": round(total, 1), "target": "<= 1200",
-            "met": total <= 1200, "notes": "; ".join(f"{t} {m['build_seconds']:.0f}s" for t, m in metas.items())
-            + " (each build uses one thread; builds ran beside other jobs on the 2 cores, so their times include contention)"}
+    return {"task": "all", **criterion_row(
+        "budget/all_bases_build_seconds", total, None, "<= 1200", total <= 1200,
+        "; ".join(f"{t} {m['build_seconds']:.0f}s" for t, m in metas.items())
+        + " (each build uses one thread; builds ran beside other jobs on the 2 cores, so their times include contention)")}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
   sums ``shift_inside``, ``shift_total``, ``tokens_inside``, ``tokens_total``;
 * ``pooled_shares`` and ``check_region_ratio``: the region's share of the shift and of the tokens, and the
   check-region ratio, of a set of responses (PAPER.md §7) — the one definition every page, benchmark and
-  ``mrtpo diagnose`` uses.
+  ``mrtpo diagnose`` uses; ``outside_ratio``, the same ratio outside the region; ``region_ratios_se``, the
+  standard errors of both (a bootstrap over prompts).
 * ``record_entropies``: the sampling distribution's entropy at every generated position, read from the logits
   generation computes anyway (the trainer's entropy arm and ``mrtpo diagnose`` use it).
 """
@@ -26,10 +27,12 @@ import torch
 from .relevance import concentration as relevance_concentration
 from .relevance import js_relevance, token_entropy
 from .replay import replay_hidden
+from .stats import cluster_bootstrap_se
 from .tokenizer import token_char_spans
 
 __all__ = ["js_profile", "token_char_spans", "in_region", "concentration", "sample", "prompt_ids", "localisation",
-           "pooled_shares", "check_region_ratio", "profile_example", "profile_tokens", "record_entropies"]
+           "pooled_shares", "check_region_ratio", "outside_ratio", "region_ratios_se", "profile_example",
+           "profile_tokens", "record_entropies"]
 
 
 def prompt_ids(tokenizer, prompt) -> list[int]:
@@ -81,6 +84,31 @@ def check_region_ratio(responses) -> float:
     uniform; NaN without shift or without region tokens. ``responses`` as in :func:`pooled_shares`. Pure."""
     shift, tokens = pooled_shares(responses)
     return shift / tokens if tokens > 0 else math.nan
+
+
+def outside_ratio(responses) -> float:
+    """The check-region ratio of the rest of the response: ``(1 − shift share) / (1 − token share)``
+    (:func:`pooled_shares`). For a region holding more than half the tokens, whose ratio cannot exceed 1 / its
+    token share, this shows the localisation instead: lower is more localised, 1 = uniform. Pure."""
+    shift, tokens = pooled_shares(responses)
+    return (1 - shift) / (1 - tokens) if tokens < 1 else math.nan
+
+
+def region_ratios_se(responses, prompts, n_boot: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Standard errors of :func:`check_region_ratio` and :func:`outside_ratio` of a set of responses, by a
+    bootstrap over their prompts (``stats.cluster_bootstrap_se``: each replicate draws the prompts with
+    replacement and pools every response of each drawn prompt). A ratio of pooled sums has no simple analytic
+    s.e. (the delta method linearises it; the bootstrap needs no linearisation, and resampling prompts rather than
+    responses keeps the correlation of one prompt's responses). ``responses`` as in :func:`pooled_shares`;
+    ``prompts``: the prompt of each response. NaN below two prompts."""
+    columns = {c: np.asarray(responses[c], dtype=float) for c in ("shift_inside", "shift_total", "tokens_inside", "tokens_total")}
+
+    def both(rows):
+        subset = {c: v[rows] for c, v in columns.items()}
+        return np.array([check_region_ratio(subset), outside_ratio(subset)])
+
+    se = cluster_bootstrap_se(both, prompts, n_boot, seed)
+    return float(se[0]), float(se[1])
 
 
 def concentration(q, share: float = 0.8) -> float:

@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from .stats import cluster_bootstrap_se
+
 LN2 = math.log(2.0)
 
 
@@ -264,3 +266,19 @@ def median_correlations(spec: dict[str, torch.Tensor], names: list[str] | None =
         for k, name in enumerate(names or []):
             out[f"entropy_corr/{name}"] = nan_median(ent[:, k])
     return out
+
+
+def median_correlations_se(spec: dict[str, torch.Tensor], prompts, n_boot: int = 1000, seed: int = 0) -> dict[str, float]:
+    """Standard errors of :func:`median_correlations`' ``cross_reward_corr`` and ``entropy_corr`` (when ``spec``
+    has ``entropy``), by a bootstrap over the responses' prompts (``stats.cluster_bootstrap_se``: each replicate
+    draws the prompts with replacement and takes the medians over every response of each drawn prompt; a median
+    has no simple analytic s.e.). ``prompts``: the prompt of each response (B). NaN below two prompts."""
+    keys = ["cross_reward_corr"] + (["entropy_corr"] if "entropy" in spec else [])
+
+    def medians(rows):
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        med = median_correlations({name: v[rows] for name, v in spec.items()})
+        return [med[k] for k in keys]
+
+    se = cluster_bootstrap_se(medians, prompts, n_boot, seed)
+    return {k: float(s) for k, s in zip(keys, se)}

@@ -1,5 +1,7 @@
 """Statistics of the book's comparisons: means over seeds, paired differences with bootstrap intervals, verdicts,
-power, and evaluation noise against seed noise. Pure functions of numbers (no run folders, no I/O).
+power, and evaluation noise against seed noise; standard errors of one measurement on sampled responses (a
+bootstrap over items, the clustered s.e. of a mean over prompts' samples, the s.e. of a difference). Pure
+functions of numbers (no run folders, no I/O).
 
 Notation: an arm is trained once per seed s = 1..S; a run is evaluated on the same P held-out prompts, giving a
 per-prompt value x[s, p, m] for each component metric m = 1..M (M > 1 for a metric that is a mean of
@@ -15,6 +17,7 @@ values (run folders written before they were stored), only the per-seed values m
 from __future__ import annotations
 
 import math
+import warnings
 from statistics import NormalDist
 
 import numpy as np
@@ -282,11 +285,79 @@ def noise_components(values, eval_ses) -> dict:
             "sd_seed": sd_seed, "eval_below_seed": bool(math.sqrt(eval_var) < sd_seed) if sd_seed == sd_seed else None}
 
 
+def _replicates(statistic, n: int, n_boot: int, seed: int) -> np.ndarray:
+    """``statistic(idx)`` (a number or an array of them) for ``n_boot`` resamples ``idx`` of ``range(n)`` with
+    replacement: (n_boot, ...)."""
+    rng = np.random.default_rng(seed)
+    return np.array([statistic(rng.integers(0, n, n)) for _ in range(n_boot)], dtype=float)
+
+
 def bootstrap_interval(statistic, n: int, n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile interval of ``statistic(idx)`` over ``n_boot`` resamples ``idx`` of ``range(n)`` with
     replacement (for one set of items, e.g. saved profiles; (NaN, NaN) below 2 items)."""
     if n < 2:
         return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    reps = np.array([statistic(rng.integers(0, n, n)) for _ in range(n_boot)], dtype=float)
-    return _percentile_interval(reps, level)
+    return _percentile_interval(_replicates(statistic, n, n_boot, seed), level)
+
+
+def bootstrap_se(statistic, n: int, n_boot: int = 1000, seed: int = 0):
+    """Bootstrap standard error of a statistic of n independent items (e.g. the prompts of a measurement, each
+    with all its responses): the standard deviation (ddof 1) of ``statistic(idx)`` over ``n_boot`` resamples
+    ``idx`` of ``range(n)`` with replacement, replicates where the statistic is undefined (NaN) left out.
+
+    ``statistic`` returns a number, or an array of numbers (then one s.e. per entry, from the same resamples).
+    For a ratio of pooled sums such as the check-region ratio (PAPER.md §7), which the analytic s.e. of a mean
+    does not cover, resample the items the sums run over. NaN below 2 items or 2 defined replicates."""
+    if n < 2:
+        shape = np.shape(statistic(np.arange(n)))  # a number or an array of them, as the statistic gives
+        return np.full(shape, math.nan) if shape else math.nan
+    reps = _replicates(statistic, n, n_boot, seed)
+    defined = (~np.isnan(reps)).sum(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an entry undefined in every replicate
+        se = np.where(defined >= 2, np.nanstd(reps, axis=0, ddof=1), math.nan)
+    return float(se) if se.ndim == 0 else se
+
+
+def cluster_bootstrap_se(statistic, clusters, n_boot: int = 1000, seed: int = 0):
+    """:func:`bootstrap_se` over clusters of rows (the responses of one prompt): each replicate draws the C
+    clusters with replacement and calls ``statistic(rows)`` with the row indices of every drawn cluster (a cluster
+    drawn twice gives its rows twice). Responses to one prompt share it, so resampling them one by one would
+    understate the spread; with one row per cluster this is the bootstrap over rows. ``clusters``: the cluster
+    label of each row."""
+    _, index = np.unique(np.asarray(clusters), return_inverse=True)
+    members = [np.flatnonzero(index == c) for c in range(index.max() + 1 if len(index) else 0)]
+    return bootstrap_se(lambda idx: statistic(np.concatenate([members[c] for c in idx] + [index[:0]])),
+                        len(members), n_boot, seed)
+
+
+def clustered_mean_se(values, clusters) -> tuple[float, float, int]:
+    """(mean, standard error, n) of values that come in clusters (the samples of one prompt), NaN values left out.
+
+    The cluster-robust (sandwich) s.e. of the mean ``ybar`` of n values in C clusters:
+
+        se² = C / (C − 1) · sum_c ( sum_{i in c} (y_i − ybar) )² / n²
+
+    Samples of one prompt share its difficulty, so they are not independent draws: the binomial s.e.
+    ``sqrt(p (1 − p) / n)`` of a success rate over them is too small when prompts differ, this one is not.
+    With one value per cluster it is ``std(ddof=1) / sqrt(n)`` (for 0/1 values ``sqrt(p (1 − p) / (n − 1))``,
+    the binomial s.e. up to n/(n−1)). se is NaN below 2 clusters."""
+    y = np.asarray(values, dtype=float)
+    c = np.asarray(clusters)
+    keep = ~np.isnan(y)
+    y, c = y[keep], c[keep]
+    n = len(y)
+    if n == 0:
+        return math.nan, math.nan, 0
+    ybar = float(y.mean())
+    _, index = np.unique(c, return_inverse=True)
+    sums = np.bincount(index, weights=y - ybar)
+    C = len(sums)
+    se = math.sqrt(C / (C - 1) * float(np.sum(sums ** 2))) / n if C > 1 else math.nan
+    return ybar, se, n
+
+
+def difference_se(se_a: float, se_b: float) -> float:
+    """``sqrt(se_a² + se_b²)``: the s.e. of the difference of two estimates with independent errors. For two arms
+    sampled on the same prompts, whose errors correlate positively (a hard prompt is hard in both), it errs large."""
+    return math.sqrt(se_a ** 2 + se_b ** 2)

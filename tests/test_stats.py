@@ -1,4 +1,5 @@
-"""The book's statistics (mrtpo.stats): seed means, paired bootstrap intervals, verdicts, power, noise split."""
+"""The book's statistics (mrtpo.stats): seed means, paired bootstrap intervals, verdicts, power, noise split,
+standard errors of a measurement (bootstrap, clustered samples, differences)."""
 
 import math
 
@@ -135,3 +136,53 @@ def test_noise_components_split_seed_from_evaluation_noise():
     x = rng.binomial(1, 0.4, size=(64, 4)).mean(1)  # 64 prompts x 4 samples
     assert stats.evaluation_se(x) == pytest.approx(x.std(ddof=1) / 8, rel=0.15)
     assert stats.binomial_se(0.4, 256) == pytest.approx((0.24 / 256) ** 0.5)
+
+
+def test_bootstrap_se_of_a_mean_matches_its_analytic_se():
+    x = np.random.default_rng(1).normal(2.0, 3.0, 400)
+    se = stats.bootstrap_se(lambda idx: x[idx].mean(), len(x), n_boot=2000)
+    assert se == pytest.approx(x.std(ddof=1) / 20, rel=0.08)
+    # an array statistic gets one s.e. per entry, from the same resamples
+    both = stats.bootstrap_se(lambda idx: np.array([x[idx].mean(), 2 * x[idx].mean()]), len(x), n_boot=2000)
+    assert both[0] == pytest.approx(se) and both[1] == pytest.approx(2 * se)
+    assert math.isnan(stats.bootstrap_se(lambda idx: x[idx].mean(), 1))
+    assert np.isnan(stats.bootstrap_se(lambda idx: np.array([1.0, 2.0]), 1)).all()
+
+
+def test_bootstrap_se_of_a_ratio_of_sums_matches_the_delta_method():
+    # the check-region ratio's form: sum a / sum b over responses; delta method se = sqrt(sum (a - R b)²) / sum b
+    rng = np.random.default_rng(2)
+    b = rng.uniform(0.5, 2.0, 300)
+    a = 3.0 * b + rng.normal(0, 0.5, 300)
+    ratio = a.sum() / b.sum()
+    delta = math.sqrt(np.sum((a - ratio * b) ** 2)) / b.sum()
+    assert stats.bootstrap_se(lambda idx: a[idx].sum() / b[idx].sum(), 300, n_boot=2000) == pytest.approx(delta, rel=0.1)
+
+
+def test_clustered_se_reduces_to_the_se_of_a_mean_and_covers_clustered_samples():
+    y = np.random.default_rng(3).integers(0, 2, 256).astype(float)
+    mean, se, n = stats.clustered_mean_se(y, np.arange(256))
+    assert (mean, n) == (y.mean(), 256) and se == pytest.approx(y.std(ddof=1) / 16)
+    assert se == pytest.approx(stats.binomial_se(mean, 256) * (256 / 255) ** 0.5)
+    mean, se, n = stats.clustered_mean_se([1.0, float("nan"), 0.0], [0, 1, 2])
+    assert (mean, n) == (0.5, 2)
+    assert math.isnan(stats.clustered_mean_se([1.0, 0.0], [0, 0])[1])  # one cluster: no s.e.
+    # 32 prompts x 8 samples, each prompt with its own success rate: over many repetitions of the measurement the
+    # spread of the rate is the clustered s.e., well above the binomial s.e. of 256 independent samples
+    rng = np.random.default_rng(4)
+    clusters = np.repeat(np.arange(32), 8)
+    rates, ses = [], []
+    for _ in range(2000):
+        p = rng.beta(0.5, 0.5, 32)
+        y = (rng.random(256) < p[clusters]).astype(float)
+        m, s, _ = stats.clustered_mean_se(y, clusters)
+        rates.append(m)
+        ses.append(s)
+    assert np.mean(ses) == pytest.approx(np.std(rates), rel=0.08)
+    assert stats.binomial_se(0.5, 256) < 0.6 * np.std(rates)
+
+
+def test_difference_se_of_independent_estimates():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(0, 0.3, 20000), rng.normal(0, 0.4, 20000)
+    assert stats.difference_se(0.3, 0.4) == pytest.approx(0.5) and np.std(a - b) == pytest.approx(0.5, rel=0.03)
