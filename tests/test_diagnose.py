@@ -55,6 +55,35 @@ def test_check_region_ratio_pools_shares_over_responses():
     assert D.check_region_ratio(uniform) == pytest.approx(1.0)  # tensors too; uniform q: no better than uniform
 
 
+def test_region_ratios_se_resamples_prompts_not_responses():
+    """The bootstrap s.e. of the check-region ratio and of the ratio outside: with one response per prompt it is
+    the bootstrap over responses; copies of a prompt's responses add no information and leave it unchanged
+    (resampling the copies one by one would halve it)."""
+    import numpy as np
+
+    from mrtpo import stats
+
+    rng = np.random.default_rng(0)
+    n = 64
+    total = rng.uniform(1.0, 3.0, n)
+    tokens_inside = rng.integers(2, 8, n)
+    loc = {"shift_inside": total * rng.uniform(0.2, 0.8, n), "shift_total": total, "tokens_inside": tokens_inside,
+           "tokens_total": np.full(n, 20)}
+    se_ratio, se_out = D.region_ratios_se(loc, np.arange(n))
+    by_response = stats.bootstrap_se(lambda i: np.array([D.check_region_ratio({c: np.asarray(v)[i] for c, v in loc.items()}),
+                                                         D.outside_ratio({c: np.asarray(v)[i] for c, v in loc.items()})]), n)
+    assert (se_ratio, se_out) == (pytest.approx(by_response[0]), pytest.approx(by_response[1]))
+    assert 0 < se_ratio < 0.5 * D.check_region_ratio(loc)
+    copies = {c: np.repeat(v, 4) for c, v in loc.items()}
+    assert D.check_region_ratio(copies) == pytest.approx(D.check_region_ratio(loc))
+    clustered = D.region_ratios_se(copies, np.repeat(np.arange(n), 4))
+    assert clustered[0] == pytest.approx(se_ratio, rel=0.15) and clustered[1] == pytest.approx(se_out, rel=0.15)
+    assert D.region_ratios_se(copies, np.arange(4 * n))[0] < 0.7 * se_ratio
+    assert all(math.isnan(x) for x in D.region_ratios_se(loc, np.zeros(n)))  # one prompt: no s.e.
+    uniform = {**loc, "shift_inside": 0.1 * tokens_inside, "shift_total": np.full(n, 2.0)}  # q = 0.1 on every token
+    assert D.check_region_ratio(uniform) == pytest.approx(1.0) and D.outside_ratio(uniform) == pytest.approx(1.0)
+
+
 def test_diagnose_figures_use_the_pooled_check_region_ratio():
     """``summarise`` on two responses of one group: padding never counts, and the ratio is the pooled one."""
     from mrtpo.diagnose import summarise

@@ -14,6 +14,7 @@ from mrtpo.relevance import (
     js_divergence,
     js_relevance,
     median_correlations,
+    median_correlations_se,
     profile_correlation,
     rounding_floor,
     specificity,
@@ -200,6 +201,21 @@ def test_specificity_and_medians():
     assert med["entropy_corr/b"] == pytest.approx(1.0, abs=1e-6) and med["entropy_corr/c"] == pytest.approx(r, abs=1e-6)
     none = median_correlations(specificity(q, mask, torch.zeros(2, 3, dtype=torch.bool)))
     assert math.isnan(none["cross_reward_corr"]) and none["cross_reward_pairs"] == 0 and "entropy_corr" not in none
+
+
+def test_median_correlations_se_is_a_bootstrap_over_prompts():
+    g = torch.Generator().manual_seed(0)
+    B, K, T = 48, 3, 12
+    spec = specificity(torch.rand(B, K, T, generator=g), torch.ones(B, T), torch.ones(B, K, dtype=torch.bool),
+                       torch.rand(B, T, generator=g))
+    se = median_correlations_se(spec, list(range(B)), n_boot=300)
+    assert set(se) == {"cross_reward_corr", "entropy_corr"} and 0 < se["cross_reward_corr"] < 0.2 and 0 < se["entropy_corr"] < 0.2
+    # the same responses as 12 prompts of 4: the replicates draw whole prompts, a coarser resampling
+    clustered = median_correlations_se(spec, [j // 4 for j in range(B)], n_boot=300)
+    assert clustered != se and all(0 < v < 0.3 for v in clustered.values())
+    assert all(math.isnan(v) for v in median_correlations_se(spec, [0] * B).values())  # one prompt: no s.e.
+    without_entropy = {"cross_reward": spec["cross_reward"]}
+    assert set(median_correlations_se(without_entropy, list(range(B)), n_boot=50)) == {"cross_reward_corr"}
 
 
 def test_large_vocabulary_chunks_are_capped_and_exact(monkeypatch):
