@@ -273,8 +273,8 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
     (solid; black line: 1, no better than uniform) and, where its region holds more than half the tokens, its ratio
     outside the region (dashed; lower is more localised); the cross-reward correlation of the relevance profiles
     (black line: 0.3, reward-specific below); each answer reward's reading gain (success with Z minus without:
-    solid on the held-out prompts, dashed where the needed fact is only in Z). A dotted line marks the default
-    setting."""
+    solid on the held-out prompts, dashed where the needed fact is only in Z). Bars: ± one standard error, where
+    the frame has one (``se``). A dotted line marks the default setting."""
     if frame.empty:
         return empty(f"no dial rows{' for ' + title if title else ''}")
     panels = [("check-region ratio", {"localisation": "-", "localisation_out": "--"}, 1.0),
@@ -287,6 +287,10 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
             g = g.sort_values("setting")
             label = {"localisation_out": f"{reward} (outside)", "reading_hidden": f"{reward} (fact only in Z)"}.get(figure, reward)
             ax.plot(g["setting"], g["value"], styles[figure], marker="o", color=colours[reward], label=label)
+            if "se" in g:  # ± one standard error, where the row has one
+                with_se = g[g["se"].notna()]
+                ax.errorbar(with_se["setting"], with_se["value"], yerr=with_se["se"], fmt="none", ecolor=colours[reward],
+                            elinewidth=1, capsize=3)
         ax.axhline(reference, color="black", lw=1)
         ax.axvline(default, color="grey", ls=":", lw=1)
         ax.set_xticks(sorted(frame["setting"].unique()))

@@ -241,9 +241,14 @@ def number(value: float | None, digits: int = 3) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"
 
 
-def estimate(mean: float, spread: float | None = None, digits: int = 3) -> str:
-    """``mean ± spread`` as text, with "—" for a spread there is not (one seed; the paper reports none)."""
-    return "—" if mean is None or mean != mean else f"{number(mean, digits)} ± {number(spread, digits)}"
+def estimate(mean: float, spread: float | None = None, digits: int = 3, no_spread: str | None = "—") -> str:
+    """``mean ± spread`` as text, "—" for a mean there is not. A spread there is not (one seed; the paper reports
+    none) shows as ``no_spread``, or is left out (``mean`` alone) with ``no_spread=None``."""
+    if mean is None or mean != mean:
+        return "—"
+    if (spread is None or spread != spread) and no_spread is None:
+        return number(mean, digits)
+    return f"{number(mean, digits)} ± {number(spread, digits) if spread is not None and spread == spread else no_spread}"
 
 
 def beside_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: dict[str, tuple[str, str | None]],
@@ -288,10 +293,27 @@ def first_step_reaching(curve: pd.Series, threshold: float) -> float:
 
 def tiny_models(path=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``results/tiny_models.csv`` (or ``path``) as (the criteria of the default bases, :func:`dial_frame` of the
-    dial bases' rows ``dial/<setting>/<criterion>``)."""
+    dial bases' rows ``dial/<setting>/<criterion>``). ``se`` (float) is each figure's standard error
+    (``benchmarks/tiny_models.py`` says how each is estimated); NaN where there is none: a single measurement (a
+    build time), or a row written before the column existed."""
     criteria = pd.read_csv(path or RESULTS / "tiny_models.csv")
+    se = pd.to_numeric(criteria["se"], errors="coerce") if "se" in criteria else float("nan")
+    criteria = criteria.drop(columns="se", errors="ignore")
+    criteria.insert(criteria.columns.get_loc("value") + 1, "se", se)
     dial = criteria["criterion"].astype(str).str.startswith("dial/")
     return criteria[~dial].reset_index(drop=True), dial_frame(criteria[dial])
+
+
+def with_se(frame: pd.DataFrame, pairs: dict[str, str], digits: int = 3) -> pd.DataFrame:
+    """A copy of ``frame`` for display: each value column of ``pairs`` (value column -> its s.e. column) as text
+    ``value ± se`` (the value alone where the s.e. is missing, "—" where the value is), the s.e. columns dropped."""
+    out = frame.copy()
+    for value, se in pairs.items():
+        numbers = pd.to_numeric(out[value], errors="coerce")
+        spreads = out[se] if se in out else pd.Series(float("nan"), index=out.index)
+        out[value] = [estimate(v, s, digits, no_spread=None) if v == v else ("—" if pd.isna(raw) else str(raw))
+                      for v, s, raw in zip(numbers, spreads, out[value])]
+    return out.drop(columns=[se for se in pairs.values() if se in out])
 
 
 def dial_frame(criteria: pd.DataFrame) -> pd.DataFrame:
@@ -299,31 +321,43 @@ def dial_frame(criteria: pd.DataFrame) -> pd.DataFrame:
     columns ``task``, ``setting`` (float: the gated-noise rate, ``tiny.DIAL_SETTINGS``), ``figure``
     (``localisation``, ``localisation_out``, ``variance``, ``reading``, ``reading_hidden``, ``specificity``,
     ``budget``), ``reward`` (the reward's name; ``cross_reward_corr`` and ``build_seconds`` for the last two),
-    ``value`` (float), ``target``, ``met`` (bool), ``notes``; sorted by task, setting, figure, reward. Other rows are
-    left out."""
+    ``value`` and ``se`` (float; se NaN where the frame has none), ``target``, ``met`` (bool), ``notes``; sorted
+    by task, setting, figure, reward. Other rows are left out."""
     parts = criteria["criterion"].astype(str).str.extract(r"^dial/(?P<setting>[^/]+)/(?P<figure>[^/]+)/(?P<reward>.+)$")
     keep = parts["setting"].notna()
     out = criteria[keep].assign(
         setting=pd.to_numeric(parts.loc[keep, "setting"]), figure=parts.loc[keep, "figure"], reward=parts.loc[keep, "reward"],
         value=pd.to_numeric(criteria.loc[keep, "value"], errors="coerce"),
+        se=pd.to_numeric(criteria.loc[keep, "se"], errors="coerce") if "se" in criteria else float("nan"),
         met=criteria.loc[keep, "met"].astype(str).str.lower().eq("true"))
-    columns = ["task", "setting", "figure", "reward", "value", "target", "met", "notes"]
+    columns = ["task", "setting", "figure", "reward", "value", "se", "target", "met", "notes"]
     return out[columns].sort_values(["task", "setting", "figure", "reward"]).reset_index(drop=True)
+
+
+def dial_table(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """One task's dial figures (a :func:`dial_frame` of one task) for display: a row per (figure, reward), a column
+    per setting, cells ``value ± se`` (the value alone where there is no s.e.); build times left out."""
+    rows = frame[frame["figure"] != "budget"].assign(
+        shown=lambda f: [estimate(v, s, digits, no_spread=None) for v, s in zip(f["value"], f["se"])])
+    return rows.pivot_table(index=["figure", "reward"], columns="setting", values="shown", aggfunc="first").fillna("—")
 
 
 def dial_checks(frame: pd.DataFrame, default: float) -> pd.DataFrame:
     """The dial's acceptance per (task, reward) from a :func:`dial_frame`: the localisation figure the issue judges
     (the check-region ratio; for a region holding more than half the tokens, the ratio outside it, which is lower
-    the stronger the mechanism) at the lowest setting, at ``default`` and at the highest setting; ``lowest ≈ 1``:
-    the lowest within 1.0 ± 0.2 (no mechanism); ``highest ≥ default``: the highest at least as localised as the
-    default (for the outside ratio: at most the default's)."""
+    the stronger the mechanism) at the lowest setting, at ``default`` and at the highest setting, each with its s.e.
+    (``lowest se``, ...; NaN where the rows have none); ``lowest ≈ 1``: the lowest within 1.0 ± 0.2 (no
+    mechanism); ``highest ≥ default``: the highest at least as localised as the default (for the outside ratio: at
+    most the default's)."""
     rows = []
     for (task, reward), g in frame[frame["figure"].isin(["localisation", "localisation_out"])].groupby(["task", "reward"]):
         figure = "localisation_out" if (g["figure"] == "localisation_out").any() else "localisation"
-        by = g[g["figure"] == figure].set_index("setting")["value"].sort_index()
-        at_default = by.get(default, math.nan)
-        stronger = by.iloc[-1] <= at_default if figure == "localisation_out" else by.iloc[-1] >= at_default
+        by = g[g["figure"] == figure].set_index("setting").sort_index()
+        value, se = by["value"], by["se"]
+        at_default = value.get(default, math.nan)
+        stronger = value.iloc[-1] <= at_default if figure == "localisation_out" else value.iloc[-1] >= at_default
         rows.append({"task": task, "reward": reward, "figure": "ratio outside" if figure == "localisation_out" else "ratio",
-                     "settings": len(by), "lowest": by.iloc[0], "default": at_default, "highest": by.iloc[-1],
-                     "lowest ≈ 1": abs(by.iloc[0] - 1) <= 0.2, "highest ≥ default": bool(stronger)})
+                     "settings": len(by), "lowest": value.iloc[0], "lowest se": se.iloc[0], "default": at_default,
+                     "default se": se.get(default, math.nan), "highest": value.iloc[-1], "highest se": se.iloc[-1],
+                     "lowest ≈ 1": abs(value.iloc[0] - 1) <= 0.2, "highest ≥ default": bool(stronger)})
     return pd.DataFrame(rows)

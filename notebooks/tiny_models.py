@@ -34,7 +34,7 @@ from mrtpo import report
 
 criteria, dial = report.tiny_models()  # the default bases' criteria; the dial bases' rows (section "The dial")
 with pd.option_context("display.max_colwidth", None):  # the whole notes, not cut with "..."
-    display(criteria.set_index(["task", "criterion"]))
+    display(report.with_se(criteria, {"value": "se"}).set_index(["task", "criterion"]))
 
 # %%
 met = criteria.groupby("task")["met"].agg(lambda x: f"{int(x.astype(str).str.lower().eq('true').sum())}/{len(x)}")
@@ -56,9 +56,16 @@ plots.save(fig, "tiny_models")
 # warm-up, not something MRTPO discovers.
 
 # %% [markdown]
-# **Reading the table.** `value` is measured on held-out prompts with responses sampled from the policy;
-# `target` is the acceptance threshold of the project's tiny-models issue. A criterion that is not met is
-# reported with the best figure reached, and the notes say what was tried.
+# **Reading the table.** `value` is measured on held-out prompts with responses sampled from the policy
+# (by default 256 responses behind every figure: 32 prompts x 8 samples, each row's notes giving its counts),
+# shown as value ± standard error where the row has one. Rows measured before standard errors were recorded show
+# the value alone, and their localisation and specificity replayed 2 responses per prompt (64); a build time has
+# no standard error. The standard errors treat prompts as the independent draws: a bootstrap over
+# prompts for the check-region ratios and median correlations, the binomial s.e. over groups for the variance
+# fraction, the clustered s.e. over prompts for each reading rate and the s.e. of their difference for the gain
+# (`benchmarks/tiny_models.py` documents each). `target` is the acceptance threshold of the project's
+# tiny-models issue. A criterion that is not met is reported with the best figure reached, and the notes say what
+# was tried.
 
 # %% [markdown]
 # ## The dial
@@ -72,6 +79,7 @@ plots.save(fig, "tiny_models")
 # figures and tables below are drawn from those rows. For a region holding more than half the response's tokens
 # the ratio cannot exceed 1 / its token share, so its ratio *outside* the region (dashed) shows the localisation
 # instead. The checks: at the lowest setting the ratio within 1.0 ± 0.2, at the highest at least the default's.
+# Error bars and the ± in the tables are one standard error, where the rows have one.
 
 # %%
 import matplotlib.pyplot as plt
@@ -92,9 +100,9 @@ for task in TASKS:
     plots.save(fig, f"tiny_models_dial_{task}")
     display(fig)  # here, between its task's heading and tables, not at the end of the cell
     plt.close(fig)
-    display(report.dial_checks(rows, tiny.DIAL_DEFAULT))
-    table = rows[rows["figure"] != "budget"].pivot_table(index=["figure", "reward"], columns="setting", values="value")
-    display(table.round(3))
+    checks = report.dial_checks(rows, tiny.DIAL_DEFAULT)
+    display(report.with_se(checks, {c: f"{c} se" for c in ("lowest", "default", "highest")}))
+    display(report.dial_table(rows))
     recipes = rows[rows["figure"] == "budget"].set_index("setting")[["value", "notes"]]
     with pd.option_context("display.max_colwidth", None):  # the recipe and base of each setting, whole
         display(recipes.rename(columns={"value": "build seconds (stage 2)", "notes": "base and recipe"}))

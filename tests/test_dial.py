@@ -5,6 +5,8 @@ import dataclasses
 import importlib.util
 import io
 import json
+import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -98,7 +100,8 @@ def test_dial_rows_parse_into_a_tidy_frame(tmp_path):
     path.write_text(CSV)
     criteria, dial = report.tiny_models(path)
     assert list(criteria["criterion"]) == ["variance/format", "localisation/format", "budget/all_bases_build_seconds"]
-    assert len(dial) == 11 and list(dial.columns) == ["task", "setting", "figure", "reward", "value", "target", "met", "notes"]
+    assert len(dial) == 11 and list(dial.columns) == ["task", "setting", "figure", "reward", "value", "se", "target", "met", "notes"]
+    assert criteria["se"].isna().all() and dial["se"].isna().all()  # rows written before the column: no s.e.
     assert dial["setting"].dtype == float and set(dial["setting"]) == {0.0, 0.2, 0.5, 0.8}
     first = dial.iloc[0]  # sorted: task, setting, figure, reward
     assert (first["task"], first["setting"], first["figure"], first["reward"], first["value"], first["met"]) == \
@@ -114,6 +117,40 @@ def test_dial_rows_parse_into_a_tidy_frame(tmp_path):
     assert (em["figure"], em["lowest"], em["default"], em["highest"]) == ("ratio outside", 0.9, 0.4, 0.5)
     assert em["lowest ≈ 1"] and not em["highest ≥ default"]
     assert "constraint_0" not in checks.index  # no localisation rows
+    assert checks[["lowest se", "default se", "highest se"]].isna().all().all()
+    # shown without a "±" where there is no s.e.
+    assert report.with_se(criteria, {"value": "se"})["value"].tolist() == ["0.700", "0.600", "8119.900"]
+    table = report.dial_table(dial[dial["task"] == "sql"])
+    assert list(table.columns) == [0.0, 0.5, 0.8] and ("budget", "build_seconds") not in table.index
+    assert table.loc[("localisation", "format")].tolist() == ["1.100", "3.200", "3.400"]
+    assert table.loc[("localisation", "execution_match")].tolist() == ["—", "1.500", "—"]
+
+
+#: an s.e. for each row of CSV (benchmarks/tiny_models.py writes the column ``se``); none for the build times
+SE = [0.09, 0.2, 0.1, 0.3, 0.35, 0.05, 0.06, 0.07, 0.2, 0.03, 0.05, None, 0.09, None]
+
+
+def test_standard_errors_are_read_shown_and_drawn(tmp_path):
+    from mrtpo import plots
+
+    path = tmp_path / "tiny_models.csv"
+    frame = pd.read_csv(io.StringIO(CSV))
+    frame.insert(3, "se", SE)
+    frame.to_csv(path, index=False)
+    criteria, dial = report.tiny_models(path)
+    assert criteria["se"].tolist()[:2] == [0.09, 0.2] and math.isnan(criteria["se"].iloc[2])
+    assert report.with_se(criteria, {"value": "se"})["value"].tolist() == ["0.700 ± 0.090", "0.600 ± 0.200", "8119.900"]
+    sql = dial[dial["task"] == "sql"]
+    assert report.dial_table(sql).loc[("localisation", "format")].tolist() == ["1.100 ± 0.100", "3.200 ± 0.300", "3.400 ± 0.350"]
+    checks = report.dial_checks(dial, 0.5).set_index("reward")
+    assert tuple(checks.loc["format", ["lowest se", "default se", "highest se"]]) == (0.1, 0.3, 0.35)
+    shown = report.with_se(checks.reset_index(), {c: f"{c} se" for c in ("lowest", "default", "highest")})
+    assert "lowest se" not in shown and shown.set_index("reward").at["format", "highest"] == "3.400 ± 0.350"
+    fig = plots.dial(sql, 0.5, title="sql")
+    # one error bar per point with an s.e.: format's 3 settings, execution_match's ratio (1) and outside (3), the
+    # correlation (1), the hidden reading (1)
+    bars = [sum(len(c.get_segments()) for c in ax.collections) for ax in fig.axes]
+    assert bars == [7, 1, 1]
 
 
 def test_dial_figure_draws_from_the_rows(tmp_path):
@@ -146,3 +183,9 @@ def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_pa
     _, dial = report.tiny_models(out)
     # (a smoke policy's samples seldom hold a check region, so localisation rows may be absent)
     assert len(dial) == len(rows) and set(dial["figure"]) >= {"variance", "specificity", "reading", "budget"}
+    # every figure but a build time with its standard error, and its counts in the notes
+    measured = dial[dial["figure"] != "budget"]
+    assert measured["se"].notna().all() and dial.loc[dial["figure"] == "budget", "se"].isna().all()
+    assert all("2 prompts" in n for n in measured.loc[measured["figure"].str.startswith("reading"), "notes"])
+    assert re.search(r"\d+ responses \([\d.]+ of each group of 2, 2 prompts\) replayed",
+                     measured.loc[measured["figure"] == "specificity", "notes"].iloc[0])
