@@ -153,7 +153,7 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
         groups = torch.tensor(vals).view(len(rows), group)
         # groups where the reward applies (an instruction slot absent from a prompt scores None = NaN)
         finite = [g[~torch.isnan(g)] for g in groups if (~torch.isnan(g)).sum() > 1]
-        nonzero = sum(bool(g.std() > 0) for g in finite) / max(1, len(finite))
+        nonzero = sum(bool(g.std() > 0) for g in finite) / len(finite) if finite else math.nan  # none: no figure
         row(f"variance/{name}", nonzero, stats.binomial_se(nonzero, len(finite)), 0.5, nonzero >= 0.5,
             f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}; {len(finite)} of {len(groups)} groups of "
             f"{group} where it applies")
