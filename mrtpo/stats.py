@@ -341,7 +341,7 @@ def clustered_mean_se(values, clusters) -> tuple[float, float, int]:
     Samples of one prompt share its difficulty, so they are not independent draws: the binomial s.e.
     ``sqrt(p (1 − p) / n)`` of a success rate over them is too small when prompts differ, this one is not.
     With one value per cluster it is ``std(ddof=1) / sqrt(n)`` (for 0/1 values ``sqrt(p (1 − p) / (n − 1))``,
-    the binomial s.e. up to n/(n−1)). se is NaN below 2 clusters."""
+    the binomial s.e. up to a factor sqrt(n / (n − 1))). se is NaN below 2 clusters."""
     y = np.asarray(values, dtype=float)
     c = np.asarray(clusters)
     keep = ~np.isnan(y)
