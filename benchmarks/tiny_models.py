@@ -2,7 +2,8 @@
 
 For each task's tiny base, with responses SAMPLED from the policy at temperature 1 (as RL samples them), by
 default P = 32 held-out prompts and G = 8 samples of each: 256 responses behind every figure (``--prompts``,
-``--group``; the counts are in each row's notes):
+``--group``; the counts are in each row's notes, marked "[fewer than 256]" where a reward applies to some prompts
+only or a region is missing from some responses, so that a figure rests on fewer: more ``--prompts`` reach it):
 
 * variance: the P groups of G samples from the bare prompt P_0; fraction of groups whose reward std is > 0,
   per reward (target >= 0.5);
@@ -67,6 +68,8 @@ from mrtpo.tasks import get_task
 from mrtpo.tiny import DIAL_SETTINGS, Recipe, default_recipe, dial_recipe, tiny_base
 
 FIELDS = ("task", "criterion", "value", "se", "target", "met", "notes")
+#: responses behind every figure that issue 12's acceptance asks for
+ACCEPTANCE_RESPONSES = 256
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
 
 
@@ -86,6 +89,12 @@ def rewards_of(task, prompts, texts, rows) -> dict[str, list[float]]:
 def z_blocks_of(task, rows, texts) -> list[dict[str, str]]:
     """The task's Z blocks of each (dataset row, sampled completion text)."""
     return task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": t}] for t in texts], **columns_of(rows))
+
+
+def fewer(n: int) -> str:
+    """A note when a figure rests on fewer responses than the acceptance asks for (a reward that applies to some
+    prompts only, a region that some responses lack): more ``--prompts`` reach it."""
+    return f" [fewer than {ACCEPTANCE_RESPONSES}]" if n < ACCEPTANCE_RESPONSES else ""
 
 
 def criterion_row(criterion: str, value, se, target, met, notes: str = "") -> dict:
@@ -141,8 +150,8 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
             if name in arms[0]:
                 (without, se_without, n_without), (with_z, se_with, n_with) = (stats.clustered_mean_se(a[name], clusters) for a in arms)
                 yield name, with_z - without, stats.difference_se(se_with, se_without), (
-                    f"with Z {with_z:.3f} ± {se_with:.3f} ({n_with} samples), without {without:.3f} ± {se_without:.3f} "
-                    f"({n_without} samples), {counts} prompts")
+                    f"with Z {with_z:.3f} ± {se_with:.3f} ({n_with} samples{fewer(n_with)}), without {without:.3f} ± "
+                    f"{se_without:.3f} ({n_without} samples{fewer(n_without)}), {counts} prompts")
 
     t0 = time.time()
     test = task.synthetic(n_prompts, seed=seed, split="test")
@@ -156,7 +165,7 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
         nonzero = sum(bool(g.std() > 0) for g in finite) / len(finite) if finite else math.nan  # none: no figure
         row(f"variance/{name}", nonzero, stats.binomial_se(nonzero, len(finite)), 0.5, nonzero >= 0.5,
             f"mean reward {torch.nanmean(torch.tensor(vals)).item():.3f}; {len(finite)} of {len(groups)} groups of "
-            f"{group} where it applies")
+            f"{group} where it applies{fewer(len(finite) * group)}")
 
     picked = [(i, g) for i in range(len(rows)) for g in range(replay) if samples[i][g][0]]  # an empty response has no q
     rows_out += [dict(task=task_name, **r) for r in (replayed(model, tok, task, rows, samples, entropy, picked, n_boot)
@@ -224,7 +233,7 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
         out.append(criterion_row(f"localisation/{k}", ratio, se_ratio, 3.0, ratio >= 3.0,
                                  f"shift share {shift_share:.3f} on token share {tok_share:.3f}; concentration(80%) "
                                  f"{conc:.3f} ± {se_conc:.3f} over {n_conc} responses with shift; "
-                                 f"{len(a['prompt'])} responses with the region; {counts}"))
+                                 f"{len(a['prompt'])} responses with the region{fewer(len(a['prompt']))}; {counts}"))
         if tok_share > 0.5:
             # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows
             # localisation is how little of the shift lands outside it
@@ -239,7 +248,7 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
         med["cross_reward_corr"] <= 0.3,
         f"median over {med['cross_reward_pairs']} pairs of rewards on the same response; median correlation of q with "
         f"the sampling entropy {med['entropy_corr']:.2f} ± {se['entropy_corr']:.2f} over {med['entropy_profiles']} "
-        f"profiles ({per_reward}); {counts}"))
+        f"profiles ({per_reward}); {counts}{fewer(len(picked))}"))
     return out
 
 
