@@ -298,13 +298,22 @@ def learning(task_name: str, seeds=(0, 1, 2)) -> list[dict]:
     ]
 
 
-def write(rows: list[dict], path: Path = RESULTS) -> None:
-    """Replace the CSV's rows of the same (task, criterion), keep every other row."""
+#: the criteria a measurement (``measure``) writes: a new one replaces all of its task's (of its dial setting)
+MEASURED = ("variance/", "localisation/", "localisation_out/", "specificity/", "reading/", "reading_hidden/",
+            "budget/build_seconds")
+
+
+def write(rows: list[dict], path: Path = RESULTS, replaces: tuple[str, ...] = ()) -> None:
+    """Replace the CSV's rows of the same (task, criterion), and those of the same task whose criterion starts
+    with one of ``replaces`` (the rows of an earlier measurement that this one did not produce, e.g. a ratio
+    outside a region that no longer holds most tokens); keep every other row."""
     keys = {(r["task"], r["criterion"]) for r in rows}
+    tasks = {r["task"] for r in rows}
     old = []
     if path.exists():
         with path.open() as f:
-            old = [r for r in csv.DictReader(f) if (r["task"], r["criterion"]) not in keys]
+            old = [r for r in csv.DictReader(f) if (r["task"], r["criterion"]) not in keys
+                   and not (r["task"] in tasks and r["criterion"].startswith(replaces))]
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
@@ -331,11 +340,11 @@ def main() -> None:
                     help=f"measure the dial bases (built when absent) instead: these settings, or all {DIAL_SETTINGS}")
     args = ap.parse_args()
 
-    def emit(rows: list[dict]) -> None:
+    def emit(rows: list[dict], replaces: tuple[str, ...] = ()) -> None:
         for r in rows:
             se = "" if r["se"] is None else f"± {r['se']}"
             print(f"{r['task']:5s} {r['criterion']:34s} {r['value']!s:>8} {se:9s} target {r['target']!s:>8} met {r['met']}  {r['notes']}")
-        write(rows, args.out)
+        write(rows, args.out, replaces)
 
     kw = dict(n_prompts=args.prompts, group=args.group, replay=args.replay, seed=args.seed, size=args.size)
     for t in args.tasks:
@@ -343,9 +352,9 @@ def main() -> None:
             emit(learning(t, tuple(args.seeds)))
         elif args.dial is not None:
             for setting in args.dial or DIAL_SETTINGS:  # written one by one: each setting is a build and a measurement
-                emit(measure_dial(t, setting, **kw))
+                emit(measure_dial(t, setting, **kw), tuple(f"dial/{setting:g}/{c}" for c in MEASURED))
         else:
-            emit(measure(t, **kw))
+            emit(measure(t, **kw), MEASURED)
     if not args.learning and args.dial is None:
         write([all_bases_budget(args.size, args.seed)], args.out)
 

@@ -189,3 +189,10 @@ def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_pa
     assert all("2 prompts" in n for n in measured.loc[measured["figure"].str.startswith("reading"), "notes"])
     assert re.search(r"\d+ responses \([\d.]+ of each group of 2, 2 prompts\) replayed",
                      measured.loc[measured["figure"] == "specificity", "notes"].iloc[0])
+    # a new measurement replaces every row of the earlier one, also those it does not produce (here all but one);
+    # other settings and tasks stay
+    other = [{**rows[0], "criterion": "dial/0.8/variance/format"}, {**rows[0], "task": "sql"}]
+    bench.write(other, out)
+    bench.write(rows[:1], out, tuple(f"dial/0.5/{c}" for c in bench.MEASURED))
+    left = pd.read_csv(out)
+    assert sorted(zip(left["task"], left["criterion"])) == sorted((r["task"], r["criterion"]) for r in rows[:1] + other)
