@@ -70,12 +70,13 @@ def run_eval_se(run: Run, metric: str, benchmark: str = "synthetic_test", decodi
 
 
 def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
-            claimed: float | None = None) -> dict:
+            claimed: float | None = None, replicates: bool = False) -> dict:
     """Arm A against arm B on ``metric``: each arm's mean ± s.e. over its seeds, and A − B over the seeds both
     share with its 95% paired-bootstrap interval (``stats.paired_difference``: over seeds and evaluation prompts
     when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise) and the
     verdict against the ``claimed`` difference (``stats.verdict``; "inconclusive" with one shared seed, whose
-    interval, if any, holds no seed-to-seed noise)."""
+    interval, if any, holds no seed-to-seed noise). ``replicates``: also the bootstrap's replicates of A − B
+    (``stats.paired_difference``)."""
     from . import stats
 
     va, vb = seed_values(a, metric, benchmark, decoding), seed_values(b, metric, benchmark, decoding)
@@ -86,9 +87,10 @@ def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic
     pb = [prompt_values(rb[s], metric, benchmark, decoding) for s in shared]
     same_prompts = len({r.config["data"].get(benchmark) for r in [ra[s] for s in shared] + [rb[s] for s in shared]}) == 1
     if shared and same_prompts and all(x is not None for x in pa + pb) and len({x.shape for x in pa + pb}) == 1:
-        diff = stats.paired_difference(np.stack(pa), np.stack(pb))
+        diff = stats.paired_difference(np.stack(pa), np.stack(pb), replicates=replicates)
     else:
-        diff = stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]))
+        diff = stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]),
+                                       replicates=replicates)
     (ma, sa, _), (mb, sb, _) = stats.mean_se(list(va.values())), stats.mean_se(list(vb.values()))
     # one shared seed: an interval over prompts holds no seed-to-seed noise, the larger part at the tiny scale
     judged = stats.verdict(diff["lo"], diff["hi"], claimed) if len(shared) >= 2 else "inconclusive"
