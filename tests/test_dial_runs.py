@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from mrtpo import evidence, tiny
@@ -87,3 +88,18 @@ def test_a_smoke_run_on_a_dial_base_starts_from_it(monkeypatch, tmp_path):
     assert [r.path for r in evidence.finished("repeat", "gdpo", "smoke", dial=0.8)] == [run.path]
     assert evidence.finished("repeat", "gdpo", "smoke") == []
     assert dataclasses.asdict(resolve("repeat", "gdpo", "smoke", dial=0.8))["dial"] == 0.8
+    # the dose-response analysis reads such runs, and says which are missing; it trains nothing
+    from mrtpo import dose_response, report
+
+    mrtpo = R.run("repeat", "mrtpo", "smoke", dial=0.8)
+    rows = report.dial_frame(pd.DataFrame({
+        "task": "repeat", "criterion": [f"dial/{d:g}/localisation/match" for d in (0.5, 0.8)], "value": [1.5, 3.0],
+        "target": 3.0, "met": False, "notes": ["shift share 0.3 on token share 0.2; concentration(80%) 0.3"] * 2}))
+    result = dose_response.analyse("repeat", rows, [0.5, 0.8], model="smoke")
+    t = result.table.set_index("setting")
+    assert t.at[0.8, "interval over"] == "prompts only: one shared seed" and t.at[0.8, "ratio"] == 3.0
+    assert t.at[0.8, "gain"] == pytest.approx(mrtpo.eval["synthetic_test"]["temp1"]["match"]
+                                              - run.eval["synthetic_test"]["temp1"]["match"])
+    assert t.at[0.5, "interval over"] == "no runs" and result.verdict.startswith("repeat: not enough settings/seeds")
+    missing = dose_response.missing_runs("repeat", [0.5, 0.8], seeds=[0, 1], model="smoke")
+    assert len(missing) == 6 and "--task repeat --method gdpo --seed 1 --model smoke --dial 0.8" in set(missing["mrtpo train"])
