@@ -99,12 +99,12 @@ class DoseResponse(NamedTuple):
 
 
 def dose_response(task: str, gains: dict[float, dict], localisation: pd.DataFrame, treated: str = "mrtpo",
-                  control: str = "gdpo") -> DoseResponse:
+                  control: str = "gdpo", settings=()) -> DoseResponse:
     """The analysis from each setting's comparison (``gains``: setting -> ``evidence.compare(treated, control, ...,
     replicates=True)``; a setting without runs may be left out) and the task's rows of
-    :func:`setting_localisation`. Every setting of either appears in the table."""
+    :func:`setting_localisation`. Every setting of either, and of ``settings``, appears in the table."""
     loc = localisation[localisation["task"] == task].set_index("setting")
-    settings = sorted(set(loc.index) | set(gains))
+    settings = sorted(set(loc.index) | set(gains) | {float(d) for d in settings})
     rows, reps = [], {}
     for d in settings:
         c = gains.get(d, {})
@@ -119,7 +119,9 @@ def dose_response(task: str, gains: dict[float, dict], localisation: pd.DataFram
                      "rule of thumb": rule_of_thumb(ratio, cx, lo, hi)})
         if len(shared) >= 2 and len(c.get("replicates", [])):
             reps[d] = c["replicates"]
-    table = pd.DataFrame(rows)
+    columns = ["task", "setting", "ratio", "concentration80", "concentration_x", f"{treated} seeds", f"{control} seeds",
+               "shared seeds", "gain", "lo", "hi", "interval over", "rule of thumb"]
+    table = pd.DataFrame(rows, columns=columns)
     slopes = _slopes(table, reps)
     return DoseResponse(table, slopes, _verdict(task, table, slopes, treated, control))
 
@@ -168,7 +170,7 @@ def analyse(task: str, dial: pd.DataFrame, settings, model: str = "tiny", steps:
     runs = dial_runs(task, settings, model, steps, methods=(treated, control))
     gains = {d: compare(arms[treated], arms[control], metric, replicates=True) for d, arms in runs.items()
              if arms[treated] or arms[control]}
-    return dose_response(task, gains, setting_localisation(dial), treated, control)
+    return dose_response(task, gains, setting_localisation(dial), treated, control, settings)
 
 
 def missing_runs(task: str, settings, seeds, model: str = "tiny", steps: int | None = None,

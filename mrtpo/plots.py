@@ -312,6 +312,11 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
     for ax, task in zip(axes[0], tasks):
         t = table[(table["task"] == task) & table["ratio"].notna()].sort_values("ratio")
         ran = t[t["gain"].notna()]
+        unplaced = table[(table["task"] == task) & table["ratio"].isna()]
+        if len(unplaced):  # a setting whose base has no measured ratio has no place on this axis
+            ax.text(*((0.5, 0.65) if t.empty else (0.02, 0.02)),
+                    f"no measured ratio for dial {', '.join(f'{d:g}' for d in unplaced['setting'])}",
+                    transform=ax.transAxes, fontsize=10 if t.empty else 8, color="grey", ha="center" if t.empty else "left")
         if len(ran):
             ax.errorbar(ran["ratio"], ran["gain"], yerr=[(ran["gain"] - ran["lo"]).fillna(0), (ran["hi"] - ran["gain"]).fillna(0)],
                         fmt="o", capsize=4, color="C0", label="MRTPO − GDPO (95% interval)")
@@ -328,7 +333,9 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
             ax.plot(xs, fit["intercept"] + fit["slope"] * xs, color="C1", lw=1.5,
                     label=f"slope {fit['slope']:+.3f} [{fit['lo']:+.3f}, {fit['hi']:+.3f}]")
         ax.axhline(0, color="black", lw=1)
-        ax.axvline(1, color="black", lw=0.8, ls="--")  # ratio 1: no better than uniform
+        ax.axvline(1, color="black", lw=0.8, ls="--", label="ratio 1: no better than uniform")
+        if ran.empty:  # nothing to scale the gains by: a window around 0 that leaves the labels readable
+            ax.set_ylim(-0.1, 0.1)
         ax.set_xlabel("check-region ratio of the dial base (measured)")
         ax.set_ylabel("MRTPO − GDPO (held-out, temperature 1)")
         ax.set_title(f"{task}: {(metrics or {}).get(task, 'answer metric')}")

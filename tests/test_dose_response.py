@@ -106,6 +106,10 @@ def test_not_enough_settings_or_seeds_is_said_and_missing_settings_are_kept():
     assert "settings short of seeds: 0.2 (0 shared), 0.8 (1 shared)" in few.verdict
     nothing = D.dose_response("if", {}, loc)
     assert list(nothing.table["setting"]) == [0.5] and "0 of 1 settings" in nothing.verdict
+    unmeasured = D.dose_response("tool", {}, loc, settings=(0.0, 0.2))  # no dial rows, no runs: the settings asked
+    assert list(unmeasured.table["setting"]) == [0.0, 0.2] and unmeasured.table["ratio"].isna().all()
+    assert set(unmeasured.table["rule of thumb"]) == {"localisation not measured"} and "0 of 2 settings" in unmeasured.verdict
+    assert list(D.dose_response("tool", {}, loc).table.columns) == list(few.table.columns)  # empty, same columns
 
 
 def test_the_rule_of_thumb_is_judged_only_below_both_thresholds():
@@ -132,3 +136,5 @@ def test_the_figure_draws_gains_against_the_ratio_and_marks_settings_without_run
     assert any(line.get_label().startswith("slope +") for line in ax_sql.lines)
     assert ax_sql.get_title() == "sql: execution_match" and any("no runs" in t.get_text() for t in ax_if.texts)
     assert plots.dose_response(pd.DataFrame(columns=sql.table.columns)).axes[0].texts  # "no dial settings ..."
+    tool = D.dose_response("tool", {}, loc, settings=(0.0, 0.2)).table
+    assert [t.get_text() for t in plots.dose_response(tool).axes[0].texts] == ["no measured ratio for dial 0, 0.2"]
