@@ -8,8 +8,8 @@ and what the missing ones will cost.
 ``benchmarks/book_runs.sh`` trains the missing runs one at a time in this order (2 cores: never two trainings at
 once); a run folder that exists is reused and a killed run resumes from its last checkpoint, so the script can be
 stopped and restarted at any point. The estimate of a missing run is the median training time of the finished
-runs of the same task and method (of the task when the method has none), scaled by steps; evaluation is not
-included.
+runs of the same task and method (on any base: the default one or a dial base; of the task when the method has
+none), scaled by steps; evaluation is not included.
 
 Priority: (1) power — GDPO at 5 seeds on every task, the seed-to-seed spread every other number is judged
 against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (3) the ablation —
@@ -108,10 +108,8 @@ def status(plan: list[Planned]) -> list[dict]:
     rows = []
     for p in tqdm(plan, desc="checking run folders"):
         found = runner.find(p.task, p.method, "tiny", seed=p.seed, steps=p.steps, **p.overrides)
-        label = runner.resolve(p.task, p.method, "tiny", **p.overrides).label
-        # a dial run before any of its arm on that base has finished: the same arm's runs on the default base
-        undialled = runner.resolve(p.task, p.method, "tiny", **{k: v for k, v in p.overrides.items() if k != "dial"}).label
-        seconds = by_method.get((p.task, label), by_method.get((p.task, undialled), by_task.get(p.task, float("nan"))))
+        label = runner.resolve(p.task, p.method, "tiny", **p.overrides).label  # a dial run: its arm on every base
+        seconds = by_method.get((p.task, label), by_task.get(p.task, float("nan")))
         rows.append({"section": p.section, "run": p.cli(), "done": found is not None,
                      "est_min": seconds / 60 * (p.steps or 100) / 100})
     return rows

@@ -116,11 +116,11 @@ def method_label(config: dict) -> str:
 
 def arm_label(config: dict) -> str:
     """What tables and folder names call a run: ``method_label``, then ``-<set>_rewards`` for a reward set other
-    than the default, ``-custom_zk`` for a custom Z-block function and ``-dial<setting>`` for a dial base
-    (``mrtpo-sub_rewards``, ``gdpo-dial0.2``)."""
-    rewards, dial = config.get("rewards", "default"), config.get("dial")
+    than the default and ``-custom_zk`` for a custom Z-block function (``mrtpo-sub_rewards``). The base a run
+    starts from (``model``, ``dial``) is not part of its arm."""
+    rewards = config.get("rewards", "default")
     return (method_label(config) + (f"-{rewards}_rewards" if rewards != "default" else "")
-            + ("-custom_zk" if config.get("z_blocks") else "") + (f"-dial{dial:g}" if dial is not None else ""))
+            + ("-custom_zk" if config.get("z_blocks") else ""))
 
 
 def z_blocks_key(func) -> str:

@@ -105,9 +105,10 @@ def content_hash(ident: dict) -> str:
 
 def run_name(cfg: RunConfig, digest: str) -> str:
     """cleanRL-style folder name, the same every time: ``mrtpo+saw-beta0.5-seed0-1a2b3c4d`` (``beta`` is
-    ``mrtpo_beta``; the committed folders are named so); on a dial base ``gdpo-dial0.2-seed0-...`` (``arm_label``)."""
+    ``mrtpo_beta``; the committed folders are named so); on a dial base ``gdpo-dial0.2-seed0-1a2b3c4d``."""
     beta = f"-beta{cfg.mrtpo_beta:g}" if cfg.method in TOKEN_LEVEL and cfg.method != "uniform" else ""
-    return f"{cfg.label}{beta}-seed{cfg.seed}-{digest[:8]}"
+    dial = f"-dial{cfg.dial:g}" if cfg.dial is not None else ""
+    return f"{cfg.label}{dial}{beta}-seed{cfg.seed}-{digest[:8]}"
 
 
 def locate(cfg: RunConfig) -> tuple[dict, str, Path]:

@@ -14,6 +14,7 @@ from mrtpo import runs as R
 from mrtpo.cli import _overrides, build_parser, main
 from mrtpo.config import OPTIONAL_FIELDS, BadRequest, resolve
 from mrtpo.models import resolve_model
+from mrtpo.results import runs_table
 from mrtpo.tasks import TASKS, get_task
 
 #: the text-to-SQL dial bases' cache names (tests/test_dial.py pins the same series)
@@ -32,7 +33,7 @@ def test_dial_enters_the_identity_only_when_set_and_names_the_dial_base():
         assert cfg.dial == setting and cfg.base_recipe == tiny.dial_recipe(get_task("sql"), setting)
         ident, _, folder = R.locate(cfg)
         assert ident["config"]["dial"] == setting and ident["model"] == {"tiny_size": "tiny", "recipe": digest}
-        assert folder.name.startswith(f"gdpo-dial{setting:g}-seed1-") and cfg.label == f"gdpo-dial{setting:g}"
+        assert folder.name.startswith(f"gdpo-dial{setting:g}-seed1-") and cfg.label == "gdpo"  # the arm, whatever the base
         names.add(folder.name)
     assert len(names) == len(SQL_DIAL_HASHES)
     # 0 is a setting (no gated noise), not "unset"; an int and a float are the same setting
@@ -103,3 +104,9 @@ def test_a_smoke_run_on_a_dial_base_starts_from_it(monkeypatch, tmp_path):
     assert t.at[0.5, "interval over"] == "no runs" and result.verdict.startswith("repeat: not enough settings/seeds")
     missing = dose_response.missing_runs("repeat", [0.5, 0.8], seeds=[0, 1], model="smoke")
     assert len(missing) == 6 and "--task repeat --method gdpo --seed 1 --model smoke --dial 0.8" in set(missing["mrtpo train"])
+    # a main table on a dial base (the table notebooks' ``dial`` parameter) reuses the same runs
+    table, _, _, arms = evidence.main_table("repeat", "smoke", [0], methods=("gdpo", "mrtpo"), dial=0.8)
+    assert [r.path for r in arms["gdpo"] + arms["mrtpo"]] == [run.path, mrtpo.path] and not any(r.trained for r in arms["gdpo"])
+    assert list(table["method"]) == ["gdpo", "mrtpo"]
+    listed = runs_table("repeat").set_index("method")
+    assert listed.at["gdpo", "dial"] == 0.8 and listed.at["mrtpo", "path"].startswith("runs/repeat/smoke/mrtpo-dial0.8-beta0.5-")
