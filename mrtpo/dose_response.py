@@ -162,24 +162,23 @@ def _verdict(task: str, table: pd.DataFrame, slopes: pd.DataFrame, treated: str,
     return f"{task}: {head}{below}."
 
 
-def analyse(task: str, dial: pd.DataFrame, settings, model: str = "tiny", steps: int | None = None,
-            metric: str | None = None, treated: str = "mrtpo", control: str = "gdpo") -> DoseResponse:
-    """:func:`dose_response` of the finished runs (:func:`dial_runs`) on ``metric`` (default the task's answer
-    metric), against ``dial`` (a ``report.dial_frame``); trains nothing."""
+def analyse(task: str, dial: pd.DataFrame, runs: dict[float, dict[str, list[Run]]], metric: str | None = None,
+            treated: str = "mrtpo", control: str = "gdpo") -> DoseResponse:
+    """:func:`dose_response` of the finished runs ``runs`` (:func:`dial_runs`; its settings are the table's) on
+    ``metric`` (default the task's answer metric), against ``dial`` (a ``report.dial_frame``); trains nothing."""
     metric = metric or answer_metric(task)
-    runs = dial_runs(task, settings, model, steps, methods=(treated, control))
     gains = {d: compare(arms[treated], arms[control], metric, replicates=True) for d, arms in runs.items()
              if arms[treated] or arms[control]}
-    return dose_response(task, gains, setting_localisation(dial), treated, control, settings)
+    return dose_response(task, gains, setting_localisation(dial), treated, control, settings=runs)
 
 
-def missing_runs(task: str, settings, seeds, model: str = "tiny", steps: int | None = None,
-                 methods=("gdpo", "mrtpo")) -> pd.DataFrame:
-    """The planned runs (every setting x method x seed) without a finished folder, as `mrtpo train` arguments."""
-    found = dial_runs(task, settings, model, steps, methods)
+def missing_runs(task: str, runs: dict[float, dict[str, list[Run]]], seeds, model: str = "tiny",
+                 steps: int | None = None) -> pd.DataFrame:
+    """The planned runs, every setting and method of ``runs`` (:func:`dial_runs`) at each of ``seeds``, that have no
+    finished folder, as `mrtpo train` arguments."""
     rows = [{"task": task, "setting": d, "method": m, "seed": s,
              "mrtpo train": f"--task {task} --method {m} --seed {s} --model {model} --dial {d:g}"
                             + (f" --steps {steps}" if steps else "")}
-            for d, arms in found.items() for m in methods for s in seeds
-            if s not in {r.config["config"]["seed"] for r in arms[m]}]
+            for d, arms in runs.items() for m, found in arms.items() for s in seeds
+            if s not in {r.config["config"]["seed"] for r in found}]
     return pd.DataFrame(rows, columns=["task", "setting", "method", "seed", "mrtpo train"])

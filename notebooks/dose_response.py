@@ -75,7 +75,8 @@ for task in tasks:
 # bootstrap as the points' (seeds and prompts resampled jointly across settings).
 
 # %%
-results = {task: dose_response.analyse(task, dial, tiny.DIAL_SETTINGS, model, steps) for task in tasks}
+runs = {task: dose_response.dial_runs(task, tiny.DIAL_SETTINGS, model, steps) for task in tasks}  # finished ones only
+results = {task: dose_response.analyse(task, dial, runs[task]) for task in tasks}
 table = pd.concat([r.table for r in results.values()], ignore_index=True)
 fig = plots.dose_response(table, {t: r.slopes for t, r in results.items()},
                           {t: report.answer_metric(t) for t in tasks})
@@ -110,8 +111,8 @@ for task, result in results.items():
 
 # %%
 for task in tasks:
-    missing = dose_response.missing_runs(task, tiny.DIAL_SETTINGS, seeds, model, steps)
-    planned = len(tiny.DIAL_SETTINGS) * 2 * len(seeds)
+    missing = dose_response.missing_runs(task, runs[task], seeds, model, steps)
+    planned = sum(len(arms) for arms in runs[task].values()) * len(seeds)
     display(Markdown(f"**{task}**: {planned - len(missing)} of the {planned} planned runs are finished"
                      + (f"; missing: {len(missing)}." if len(missing) else ".")))
     if len(missing):

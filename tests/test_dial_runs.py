@@ -96,13 +96,16 @@ def test_a_smoke_run_on_a_dial_base_starts_from_it(monkeypatch, tmp_path):
     rows = report.dial_frame(pd.DataFrame({
         "task": "repeat", "criterion": [f"dial/{d:g}/localisation/match" for d in (0.5, 0.8)], "value": [1.5, 3.0],
         "target": 3.0, "met": False, "notes": ["shift share 0.3 on token share 0.2; concentration(80%) 0.3"] * 2}))
-    result = dose_response.analyse("repeat", rows, [0.5, 0.8], model="smoke")
+    found = dose_response.dial_runs("repeat", [0.5, 0.8], "smoke")
+    assert {m: [r.path for r in rs] for m, rs in found[0.8].items()} == {"gdpo": [run.path], "mrtpo": [mrtpo.path]}
+    assert found[0.5] == {"gdpo": [], "mrtpo": []}
+    result = dose_response.analyse("repeat", rows, found)
     t = result.table.set_index("setting")
     assert t.at[0.8, "interval over"] == "prompts only: one shared seed" and t.at[0.8, "ratio"] == 3.0
     assert t.at[0.8, "gain"] == pytest.approx(mrtpo.eval["synthetic_test"]["temp1"]["match"]
                                               - run.eval["synthetic_test"]["temp1"]["match"])
     assert t.at[0.5, "interval over"] == "no runs" and result.verdict.startswith("repeat: not enough settings/seeds")
-    missing = dose_response.missing_runs("repeat", [0.5, 0.8], seeds=[0, 1], model="smoke")
+    missing = dose_response.missing_runs("repeat", found, seeds=[0, 1], model="smoke")
     assert len(missing) == 6 and "--task repeat --method gdpo --seed 1 --model smoke --dial 0.8" in set(missing["mrtpo train"])
     # a main table on a dial base (the table notebooks' ``dial`` parameter) reuses the same runs
     table, _, _, arms = evidence.main_table("repeat", "smoke", [0], methods=("gdpo", "mrtpo"), dial=0.8)
