@@ -158,8 +158,24 @@ def _verdict(task: str, table: pd.DataFrame, slopes: pd.DataFrame, treated: str,
     elif s["hi"] < 0:
         head = f"the gain shrinks as localisation grows: {fit}"
     else:
-        head = f"no dependence of the gain on localisation detected: {fit} holds 0"
+        head = f"no dependence of the gain on localisation detected: {fit}, an interval holding 0"
     return f"{task}: {head}{below}."
+
+
+def rule_sentence(table: pd.DataFrame) -> str:
+    """One sentence from a :class:`DoseResponse` table: at how many settings the reader's rule of thumb applies
+    (below both thresholds), and at which of those it held, did not hold, or could not be judged."""
+    rule = table["rule of thumb"]
+    applies = table[~rule.str.startswith(("does not apply", "localisation not measured"))]
+    if applies.empty:
+        return (f"The reader's rule of thumb (below {RULE_CONCENTRATION_X:g}x concentration and {RULE_RATIO:g}x ratio, "
+                "about half a point) applies at no measured setting.")
+    parts = [f"{label} at {', '.join(f'{d:g}' for d in applies[applies['rule of thumb'].str.startswith(key)]['setting'])}"
+             for key, label in (("held", "held"), ("did not hold", "did not hold"), ("applies;", "not judged (no interval)"))
+             if applies["rule of thumb"].str.startswith(key).any()]
+    return (f"The reader's rule of thumb (below {RULE_CONCENTRATION_X:g}x concentration and {RULE_RATIO:g}x ratio, about "
+            f"half a point) applies at setting{'s' if len(applies) > 1 else ''} {', '.join(f'{d:g}' for d in applies['setting'])}: "
+            + "; ".join(parts) + ".")
 
 
 def analyse(task: str, dial: pd.DataFrame, runs: dict[float, dict[str, list[Run]]], metric: str | None = None,

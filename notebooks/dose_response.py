@@ -92,7 +92,7 @@ plots.save(fig, f"dose_response_{model}")
 
 # %%
 for task, result in results.items():
-    display(Markdown(f"### {task}\n\n{result.verdict}"))
+    display(Markdown(f"### {task}\n\n{result.verdict} {dose_response.rule_sentence(result.table)}"))
     t = result.table
     view = t[["setting", "ratio", "concentration_x", "mrtpo seeds", "gdpo seeds", "interval over", "rule of thumb"]].copy()
     view.insert(3, "MRTPO − GDPO (95% interval)", [evidence.interval_text(g, lo, hi) for g, lo, hi in zip(t["gain"], t["lo"], t["hi"])])

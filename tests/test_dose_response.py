@@ -91,7 +91,7 @@ def test_a_gain_growing_with_the_ratio_is_found_with_its_interval():
     assert result.verdict.startswith(f"sql: the gain grows with localisation: slope {s.at['ratio', 'slope']:+.3f} per unit of ratio [")
     assert "below the design" not in result.verdict
     flat = D.dose_response("sql", {d: gain(0.0, seed=i) for i, d in enumerate((0.0, 0.2, 0.5, 0.8))}, loc)
-    assert "no dependence of the gain on localisation detected" in flat.verdict and "holds 0" in flat.verdict
+    assert "no dependence of the gain on localisation detected" in flat.verdict and "an interval holding 0" in flat.verdict
 
 
 def test_not_enough_settings_or_seeds_is_said_and_missing_settings_are_kept():
@@ -120,6 +120,13 @@ def test_the_rule_of_thumb_is_judged_only_below_both_thresholds():
     assert D.rule_of_thumb(1.2, 3.5, 0.01, 0.05).startswith("does not apply")
     assert D.rule_of_thumb(1.2, 2.0, math.nan, math.nan) == "applies; no interval to judge it"
     assert D.rule_of_thumb(math.nan, 2.0, 0.0, 0.1) == "localisation not measured"
+    table = pd.DataFrame({"setting": [0.0, 0.2, 0.5, 0.8], "rule of thumb": [
+        D.rule_of_thumb(1.0, 2.0, -0.01, 0.004), D.rule_of_thumb(1.5, 2.5, 0.01, 0.05),
+        D.rule_of_thumb(1.8, 2.9, math.nan, math.nan), D.rule_of_thumb(3.0, 5.0, 0.0, 0.1)]})
+    assert D.rule_sentence(table) == ("The reader's rule of thumb (below 3x concentration and 2x ratio, about half a point) "
+                                      "applies at settings 0, 0.2, 0.5: held at 0; did not hold at 0.2; not judged "
+                                      "(no interval) at 0.5.")
+    assert D.rule_sentence(table.iloc[3:]).endswith("applies at no measured setting.")
 
 
 def test_the_figure_draws_gains_against_the_ratio_and_marks_settings_without_runs():
