@@ -8,14 +8,17 @@ and what the missing ones will cost.
 ``benchmarks/book_runs.sh`` trains the missing runs one at a time in this order (2 cores: never two trainings at
 once); a run folder that exists is reused and a killed run resumes from its last checkpoint, so the script can be
 stopped and restarted at any point. The estimate of a missing run is the median training time of the finished
-runs of the same task and method (of the task when the method has none), scaled by steps; evaluation is not
-included.
+runs of the same task and method (on any base: the default one or a dial base; of the task when the method has
+none), scaled by steps; evaluation is not included.
 
 Priority: (1) power — GDPO at 5 seeds on every task, the seed-to-seed spread every other number is judged
 against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (3) the ablation —
 joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and (text-to-SQL) sub-verifier rewards; (4) the
 beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps on
-text-to-SQL. Every arm uses the same seeds, so every comparison is paired.
+text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``, every setting of
+``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by ``mrtpo.dose_response``. Every arm
+uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
+of the task's default base; its build time is not in the estimates, and the dry run lists the bases not built yet).
 """
 
 from __future__ import annotations
@@ -27,10 +30,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mrtpo.tiny import DIAL_SETTINGS  # noqa: E402 (after the repository is on the path)
+
 TASKS = ("sql", "tool", "if")
 #: instruction following gets 5 seeds per arm, as the paper
 TASK_SEEDS = {"if": 5}
 POWER_SEEDS = 5
+#: the dose-response grid's tasks (issue 19: at least instruction following and text-to-SQL)
+DOSE_TASKS = ("sql", "if")
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class Planned:
             args.append(f"--mrtpo-beta {self.overrides['mrtpo_beta']:g}")
         if "rewards" in self.overrides:
             args.append(f"--rewards {self.overrides['rewards']}")
+        if "dial" in self.overrides:
+            args.append(f"--dial {self.overrides['dial']:g}")
         return " ".join(args)
 
 
@@ -73,6 +82,9 @@ def grid(seeds: int = 3) -> list[Planned]:
     for task in TASKS:
         plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in (0.25, 0.75, 1.0)]
     plan += [Planned("convergence", "sql", m, s, steps=300) for s in range(seeds) for m in ("gdpo", "mrtpo")]
+    for task in DOSE_TASKS:  # settings in order, both arms of a seed together: a stopped grid leaves paired runs
+        plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
+                 for d in DIAL_SETTINGS for s in range(seeds) for m in ("gdpo", "mrtpo")]
     seen, out = set(), []
     for p in plan:
         key = p.cli()
@@ -96,11 +108,21 @@ def status(plan: list[Planned]) -> list[dict]:
     rows = []
     for p in tqdm(plan, desc="checking run folders"):
         found = runner.find(p.task, p.method, "tiny", seed=p.seed, steps=p.steps, **p.overrides)
-        label = runner.resolve(p.task, p.method, "tiny", **p.overrides).label
+        label = runner.resolve(p.task, p.method, "tiny", **p.overrides).label  # a dial run: its arm on every base
         seconds = by_method.get((p.task, label), by_task.get(p.task, float("nan")))
         rows.append({"section": p.section, "run": p.cli(), "done": found is not None,
                      "est_min": seconds / 60 * (p.steps or 100) / 100})
     return rows
+
+
+def missing_dial_bases(plan: list[Planned]) -> list[str]:
+    """``<task> dial <setting>`` for every dial base the plan needs that is not in the model cache yet."""
+    from mrtpo.tasks import get_task
+    from mrtpo.tiny import dial_recipe, tiny_path
+
+    needed = dict.fromkeys((p.task, p.overrides["dial"]) for p in plan if "dial" in p.overrides)
+    return [f"{task} dial {d:g}" for task, d in needed
+            if not (tiny_path(task, recipe=dial_recipe(get_task(task), d)) / "mrtpo_recipe.json").exists()]
 
 
 def main(argv=None) -> None:
@@ -110,7 +132,8 @@ def main(argv=None) -> None:
     what.add_argument("--dry-run", action="store_true", help="print the plan and its estimated compute")
     what.add_argument("--missing", action="store_true", help="print the missing runs' `mrtpo train` arguments")
     args = parser.parse_args(argv)
-    rows = status(grid(args.seeds))
+    plan = grid(args.seeds)
+    rows = status(plan)
     if args.missing:
         print("\n".join(r["run"] for r in rows if not r["done"]))
         return
@@ -120,14 +143,20 @@ def main(argv=None) -> None:
     with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", None):
         print(table.assign(est_min=table["est_min"].round(1)).to_string(index=False))
     missing = table[~table["done"]]
-    per_section = missing.groupby("section", sort=False)["est_min"].agg(["count", "sum"])
+    per_section = missing.groupby("section", sort=False)["est_min"].agg(["size", "sum", lambda x: int(x.isna().sum())])
     print("\nmissing runs per section (estimated training hours, one run at a time):")
-    for section, row in per_section.iterrows():
-        print(f"  {section:12s} {int(row['count']):4d} runs  {row['sum'] / 60:6.1f} h")
-    print(f"  {'total':12s} {len(missing):4d} runs  {missing['est_min'].sum() / 60:6.1f} h "
-          f"({int(table['done'].sum())} of {len(table)} finished)")
-    print("not planned: the dose-response grid needs the testbed's dial (not in this repository yet); the untrained "
-          "base's row is `mrtpo eval --base`, not a run")
+
+    def unestimated(n) -> str:  # the hours are those of the runs with an estimate
+        return f" + {int(n)} runs without an estimate" if n else ""
+
+    for section, (count, minutes, without) in per_section.iterrows():
+        print(f"  {section:14s} {int(count):4d} runs  {minutes / 60:6.1f} h{unestimated(without)}")
+    print(f"  {'total':14s} {len(missing):4d} runs  {missing['est_min'].sum() / 60:6.1f} h"
+          f"{unestimated(int(missing['est_min'].isna().sum()))} ({int(table['done'].sum())} of {len(table)} finished)")
+    bases = missing_dial_bases(plan)
+    if bases:
+        print("dial bases not built yet (built by their first run, not in the estimates): " + ", ".join(bases))
+    print("not planned: the untrained base's row is `mrtpo eval --base`, not a run")
     if missing["est_min"].isna().any():
         print("no estimate for:", ", ".join(missing[missing["est_min"].isna()]["run"]))
 

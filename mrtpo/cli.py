@@ -20,6 +20,7 @@ examples:
   mrtpo train --task sql --method gdpo+opsd --set opsd_coef=0.1   # distillation term added to GDPO's loss
   mrtpo train --task sql --method mrtpo+constlen              # fixed-length control (constant loss normaliser)
   mrtpo train --task sql --method mrtpo --rewards sub         # execution reward split into 4 sub-verifiers (K=6)
+  mrtpo train --task sql --method mrtpo --dial 0.2            # from the testbed's dial base at setting 0.2
   mrtpo train --task sql --method mrtpo --z-blocks my_module:my_z_blocks   # your own Z_k (source in the key)
   mrtpo eval --task sql --method mrtpo                        # evaluation of that run (trains nothing)
   mrtpo eval --task sql --base                                # the untrained base policy
@@ -27,7 +28,7 @@ examples:
   mrtpo plan --task sql --model 7b --gpus 8                   # paper-scale plan, no weights loaded
   mrtpo diagnose --task sql --model tiny --samples 256        # will MRTPO help? measured before training
 
-Run folders: results/runs/<task>/<model>/<method>[-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
+Run folders: results/runs/<task>/<model>/<method>[-dial<d>][-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
 results/). Checkpoints and final weights: ~/.cache/mrtpo/work/<hash>/ ($MRTPO_CACHE). A run killed midway
 resumes from its last checkpoint when the same command is run again.
 """
@@ -46,6 +47,7 @@ def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
     from .config import MODIFIERS
     from .models import model_names
     from .tasks import TASKS
+    from .tiny import DIAL_SETTINGS
 
     p.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
     p.add_argument("--method", required=method_required, default="gdpo",
@@ -62,6 +64,9 @@ def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
     p.add_argument("--rewards", default=None,
                    help="the task's reward set: default, or (sql) sub: the execution reward replaced by its four check "
                    "actions (tables, columns, WHERE, joins), each with its own Z block")
+    p.add_argument("--dial", type=float, default=None, metavar="SETTING",
+                   help=f"start from the testbed's dial base at this gated-noise rate in [0, 1] (measured settings "
+                   f"{', '.join(map(str, DIAL_SETTINGS))}; tiny sizes only) instead of the task's default base")
     p.add_argument("--z-blocks", default=None, metavar="MODULE:FUNCTION",
                    help="train with your own Z blocks: a function with a reward function's signature returning "
                    "{reward name: text} per response; its source is part of the run's key")
@@ -80,6 +85,8 @@ def _overrides(args) -> dict:
         out["mrtpo_beta"] = args.mrtpo_beta
     if args.rewards is not None:
         out["rewards"] = args.rewards
+    if args.dial is not None:
+        out["dial"] = args.dial
     if args.z_blocks is not None:
         out["z_blocks"] = _import_function(args.z_blocks)
     return out

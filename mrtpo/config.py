@@ -15,6 +15,7 @@ from pathlib import Path
 from .advantages import DISTILLING, METHODS
 from .models import TINY_SIZES, is_local_path, model_names, model_spec, resolve_model
 from .tasks import TASKS, get_task
+from .tiny import DIAL_SETTINGS, default_recipe, dial_recipe
 
 #: run settings of the "smoke" size (seconds per run: what the test suite renders the book with); overrides win
 SMOKE_RUN = dict(steps=2, prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4,
@@ -32,7 +33,7 @@ MODIFIERS = {
 }
 #: RunConfig fields added after the first committed runs, with their defaults: at the default they are left out of
 #: a run's identity (``mrtpo.runs.identity``), so every folder committed before them keeps its content hash
-OPTIONAL_FIELDS = {"opsd": False, "constlen": False, "rewards": "default", "z_blocks": None}
+OPTIONAL_FIELDS = {"opsd": False, "constlen": False, "rewards": "default", "z_blocks": None, "dial": None}
 #: MRTPOConfig fields the runner sets itself (not accepted as pass-through overrides)
 RUNNER_SET = ("output_dir", "advantage", "saw", "mrtpo_beta", "beta_warmup_steps", "beta", "learning_rate", "max_steps",
               "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
@@ -62,6 +63,9 @@ class RunConfig:
     constlen: bool = False  # fixed-length control: Dr. GRPO's constant loss normaliser (``method="gdpo+constlen"``)
     rewards: str = "default"  # the task's reward set (``Task.reward_sets``; sql: "sub" = execution split by check)
     z_blocks: str | None = None  # a custom Z-block function: "<name> sha256:<hash of its source>" (None: the task's)
+    #: the testbed's dial: start from the dial base at this gated-noise rate (``tiny.dial_recipe``; measured settings
+    #: ``tiny.DIAL_SETTINGS``) instead of the task's default tiny base (None); tiny sizes only
+    dial: float | None = None
     temperature: float = 1.0  # sampling temperature in training and in the temperature-1 evaluation
     train_size: int = 1024  # synthetic training prompts (tiny scale); 100 steps x 8 prompts is under one epoch
     data_seed: int = 0  # seed of the synthetic data (and of its sqlite databases): the base was warmed on it
@@ -79,6 +83,15 @@ class RunConfig:
         """Whether training holds OPSD's teacher frozen at the starting weights: a second copy of the model in
         memory (``opsd_teacher="initial"``, MRTPOConfig's default, for ``opsd`` and ``<method>+opsd``)."""
         return (self.method in DISTILLING or self.opsd) and self.trainer_args.get("opsd_teacher", "initial") == "initial"
+
+    @property
+    def base_recipe(self):
+        """The ``tiny.Recipe`` of the base a tiny run starts from: the dial base at ``dial`` (``tiny.dial_recipe``)
+        or the task's default (``tiny.default_recipe``); None for a checkpoint or a local folder."""
+        if self.scale != "tiny":
+            return None
+        task = get_task(self.task)
+        return default_recipe(task, self.model) if self.dial is None else dial_recipe(task, self.dial, size=self.model)
 
     @property
     def label(self) -> str:
@@ -103,7 +116,8 @@ def method_label(config: dict) -> str:
 
 def arm_label(config: dict) -> str:
     """What tables and folder names call a run: ``method_label``, then ``-<set>_rewards`` for a reward set other
-    than the default and ``-custom_zk`` for a custom Z-block function (``mrtpo-sub_rewards``)."""
+    than the default and ``-custom_zk`` for a custom Z-block function (``mrtpo-sub_rewards``). The base a run
+    starts from (``model``, ``dial``) is not part of its arm."""
     rewards = config.get("rewards", "default")
     return (method_label(config) + (f"-{rewards}_rewards" if rewards != "default" else "")
             + ("-custom_zk" if config.get("z_blocks") else ""))
@@ -136,11 +150,28 @@ def _fail(what: str, value, valid) -> None:
     raise BadRequest(f"{what}={value!r} is not valid; valid values: {valid}")
 
 
+def _dial_setting(value, model: str) -> float:
+    """``dial`` as a float, after checking that it names a dial base: a tiny size and a rate in [0, 1]."""
+    if model not in TINY_SIZES:
+        raise BadRequest(f"dial={value!r} selects a dial base of the tiny testbed (mrtpo.tiny.dial_recipe), but model "
+                         f"{model!r} is not a tiny size: use --model {' or '.join(TINY_SIZES)}, or leave dial unset to "
+                         "train the checkpoint itself")
+    try:
+        setting = float(value)
+    except (TypeError, ValueError):
+        setting = float("nan")
+    if isinstance(value, bool) or not 0 <= setting <= 1:  # NaN fails the comparison too
+        _fail("dial", value, f"a gated-noise rate in [0, 1]; the measured settings are {', '.join(map(str, DIAL_SETTINGS))} "
+              "(results/tiny_models.csv, rows dial/<setting>/...)")
+    return setting
+
+
 def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> RunConfig:
     """Validate the request and fill every field; fails before any work with a message naming the valid values.
 
     ``method`` may carry modifiers (``MODIFIERS``: ``+saw``, ``+opsd``, ``+constlen``); ``rewards`` names one of the
-    task's reward sets; ``z_blocks`` is a custom Z-block function (its source enters the key). Keys that are neither RunConfig fields nor MRTPOConfig fields are rejected.
+    task's reward sets; ``z_blocks`` is a custom Z-block function (its source enters the key); ``dial`` a setting of
+    the testbed's dial (a tiny size's dial base, ``tiny.dial_recipe``). Keys that are neither RunConfig fields nor MRTPOConfig fields are rejected.
     ``model`` is a registry name or a local folder of weights. For a paper checkpoint whose weights are absent,
     the registry's ``ModelNotAvailable`` is raised here (before any data is built).
     """
@@ -181,6 +212,8 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
         values[m] = bool(values.get(m, False)) or m in mods
     if callable(values.get("z_blocks")):
         values["z_blocks"] = z_blocks_key(values["z_blocks"])
+    if values.get("dial") is not None:
+        values["dial"] = _dial_setting(values["dial"], model)
     cfg = RunConfig(task=task, method=base, model=model, seed=int(seed), trainer_args=passthrough, **values)
     if cfg.constlen and "loss_type" in cfg.trainer_args:
         _fail("loss_type", cfg.trainer_args["loss_type"], "unset with +constlen (it sets loss_type='dr_grpo')")

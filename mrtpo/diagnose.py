@@ -29,6 +29,8 @@ import torch
 
 RULE_CONCENTRATION_X = 3.0
 RULE_RATIO = 2.0
+#: what the rule expects from MRTPO over GDPO below both thresholds: "about half a point", on a 0-1 metric
+RULE_GAIN = 0.005
 #: issue 18's acceptance line for a testbed: profiles are reward-specific when two rewards' q correlate at most this
 SPECIFIC_CORR = 0.3
 

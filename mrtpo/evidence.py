@@ -70,12 +70,13 @@ def run_eval_se(run: Run, metric: str, benchmark: str = "synthetic_test", decodi
 
 
 def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
-            claimed: float | None = None) -> dict:
+            claimed: float | None = None, replicates: bool = False) -> dict:
     """Arm A against arm B on ``metric``: each arm's mean ± s.e. over its seeds, and A − B over the seeds both
     share with its 95% paired-bootstrap interval (``stats.paired_difference``: over seeds and evaluation prompts
     when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise) and the
     verdict against the ``claimed`` difference (``stats.verdict``; "inconclusive" with one shared seed, whose
-    interval, if any, holds no seed-to-seed noise)."""
+    interval, if any, holds no seed-to-seed noise). ``replicates``: also the bootstrap's replicates of A − B
+    (``stats.paired_difference``)."""
     from . import stats
 
     va, vb = seed_values(a, metric, benchmark, decoding), seed_values(b, metric, benchmark, decoding)
@@ -86,9 +87,10 @@ def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic
     pb = [prompt_values(rb[s], metric, benchmark, decoding) for s in shared]
     same_prompts = len({r.config["data"].get(benchmark) for r in [ra[s] for s in shared] + [rb[s] for s in shared]}) == 1
     if shared and same_prompts and all(x is not None for x in pa + pb) and len({x.shape for x in pa + pb}) == 1:
-        diff = stats.paired_difference(np.stack(pa), np.stack(pb))
+        diff = stats.paired_difference(np.stack(pa), np.stack(pb), replicates=replicates)
     else:
-        diff = stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]))
+        diff = stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]),
+                                       replicates=replicates)
     (ma, sa, _), (mb, sb, _) = stats.mean_se(list(va.values())), stats.mean_se(list(vb.values()))
     # one shared seed: an interval over prompts holds no seed-to-seed noise, the larger part at the tiny scale
     judged = stats.verdict(diff["lo"], diff["hi"], claimed) if len(shared) >= 2 else "inconclusive"
@@ -248,14 +250,16 @@ def main_view(table: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
-def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo")):
+def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo"),
+               dial: float | None = None):
     """Main-table runs of one task: (table, evaluations, figure, arms). The table has one row per method with the
     held-out answer metric at temperature 1 (mean, std and s.e. over every seed present, the seeds) and greedy,
     and the evaluation's own s.e. (:func:`run_eval_se`, mean over the method's runs); ``arms`` maps each method
-    to its runs (:func:`arm_runs`), for :func:`verdict_table`."""
+    to its runs (:func:`arm_runs`), for :func:`verdict_table`. ``dial``: every run starts from the testbed's dial
+    base at that setting (``RunConfig.dial``) instead of the default base."""
     from . import plots
 
-    arms = arm_runs(task, methods, model, seeds, steps, force)
+    arms = arm_runs(task, methods, model, seeds, steps, force, **({} if dial is None else {"dial": dial}))
     evals = evaluations([r for runs in arms.values() for r in runs])
     metric = answer_metric(task)
     table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std", "se": "temp1_se"})
@@ -264,8 +268,9 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     table["seed ids"] = [seeds_text(sorted(seed_values(arms[m], metric))) for m in table["method"]]
     table["temp1_eval_se"] = [float(np.mean([run_eval_se(r, metric)[0] for r in arms[m]])) for m in table["method"]]
     sel = evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")]
-    fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}")
-    plots.save(fig, f"main_table_{task}_{model}")
+    base = "" if dial is None else f", dial {dial:g}"
+    fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}{base}")
+    plots.save(fig, f"main_table_{task}_{model}" + ("" if dial is None else f"_dial{dial:g}"))
     return table, evals, fig, arms
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .advantages import DISTILLING
 from .tasks import TASKS, get_task
-from .tiny import SIZES, tiny_base
+from .tiny import SIZES, Recipe, tiny_base
 
 #: names of the tiny bases (``mrtpo.tiny.SIZES``): "tiny" is the book's; "smoke" trains with the tiny
 #: hyperparameters on a seconds-to-build base (what the test suite renders the book with)
@@ -125,19 +125,24 @@ def _hub_cache_snapshot(checkpoint: str) -> Path | None:
         return None
 
 
-def resolve_model(task: str, name: str = "tiny", seed: int = 0) -> Path:
+def resolve_model(task: str, name: str = "tiny", seed: int = 0, recipe: Recipe | None = None) -> Path:
     """The one resolution of a model: the local folder (weights + tokenizer) of an existing path as given, of a
-    tiny size (built when absent; ``seed`` is the base's), or of the paper checkpoint from ``$MRTPO_MODEL_DIR/<hf id>`` or the local hub cache.
+    tiny size (built when absent; ``seed`` is the base's; ``recipe`` a ``tiny.Recipe`` of that size, e.g. a dial
+    base's, default the task's default recipe), or of the paper checkpoint from ``$MRTPO_MODEL_DIR/<hf id>`` or the
+    local hub cache.
 
     Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
     """
+    if recipe is not None and recipe.size != name:
+        raise ValueError(f"a tiny recipe of size {recipe.size!r} builds the tiny base {recipe.size!r}, not model {name!r}: "
+                         f"resolve_model(task, {recipe.size!r}, recipe=...), or no recipe for {name!r}")
     if is_local_path(name):
         path = Path(name).expanduser()
         if not _has_weights(path):
             raise ModelNotAvailable(f"no model weights at {path} (expected config.json and *.safetensors)")
         return path
     if name in TINY_SIZES:
-        return tiny_base(task, name, seed)
+        return tiny_base(task, name, seed, recipe=recipe)
     if name == REHEARSAL:
         from .rehearsal import rehearsal_base
 

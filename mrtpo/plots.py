@@ -301,3 +301,49 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
     fig.suptitle(f"{title}: the dial (dotted: the default setting)" if title else "the dial (dotted: the default setting)")
     fig.tight_layout()
     return fig
+
+
+def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = None, metrics: dict[str, str] | None = None):
+    """Does localisation buy gain: one panel per task of a ``dose_response.DoseResponse.table`` (tables of several
+    tasks concatenated), MRTPO − GDPO (its 95% paired interval as error bars) against the setting's measured
+    check-region ratio, each point labelled with its setting and concentration; a setting without runs is a dotted
+    vertical line at its ratio; the least-squares line where ``slopes[task]`` has one (its "ratio" row).
+    ``metrics``: task -> the held-out metric of the gains, named in the panel's title."""
+    tasks = list(dict.fromkeys(table["task"])) if len(table) else []
+    if not tasks:
+        return empty("no dial settings measured and no dial runs")
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.2 * len(tasks), 4.2), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        t = table[(table["task"] == task) & table["ratio"].notna()].sort_values("ratio")
+        ran = t[t["gain"].notna()]
+        unplaced = table[(table["task"] == task) & table["ratio"].isna()]
+        if len(unplaced):  # a setting whose base has no measured ratio has no place on this axis
+            ax.text(*((0.5, 0.65) if t.empty else (0.02, 0.02)),
+                    f"no measured ratio for dial {', '.join(f'{d:g}' for d in unplaced['setting'])}",
+                    transform=ax.transAxes, fontsize=10 if t.empty else 8, color="grey", ha="center" if t.empty else "left")
+        if len(ran):
+            ax.errorbar(ran["ratio"], ran["gain"], yerr=[(ran["gain"] - ran["lo"]).fillna(0), (ran["hi"] - ran["gain"]).fillna(0)],
+                        fmt="o", capsize=4, color="C0", label="MRTPO − GDPO (95% interval)")
+            for r in ran.itertuples():
+                ax.annotate(f"dial {r.setting:g}\nconc. {r.concentration_x:.1f}x", (r.ratio, r.gain), textcoords="offset points",
+                            xytext=(6, 4), fontsize=8)
+        for r in t[t["gain"].isna()].itertuples():
+            ax.axvline(r.ratio, color="grey", ls=":", lw=1)
+            ax.annotate(f"dial {r.setting:g}: no runs", (r.ratio, 0), textcoords="offset points", xytext=(3, 6), rotation=90,
+                        fontsize=8, color="grey")
+        fit = None if slopes is None or task not in slopes else slopes[task].set_index("against").loc["ratio"]
+        if fit is not None and fit["slope"] == fit["slope"] and len(ran) >= 2:
+            xs = np.array([ran["ratio"].min(), ran["ratio"].max()])
+            ax.plot(xs, fit["intercept"] + fit["slope"] * xs, color="C1", lw=1.5,
+                    label=f"slope {fit['slope']:+.3f} [{fit['lo']:+.3f}, {fit['hi']:+.3f}]")
+        ax.axhline(0, color="black", lw=1)
+        ax.axvline(1, color="black", lw=0.8, ls="--", label="ratio 1: no better than uniform")
+        if ran.empty:  # nothing to scale the gains by: a window around 0 that leaves the labels readable
+            ax.set_ylim(-0.1, 0.1)
+        ax.set_xlabel("check-region ratio of the dial base (measured)")
+        ax.set_ylabel("MRTPO − GDPO (held-out, temperature 1)")
+        ax.set_title(f"{task}: {(metrics or {}).get(task, 'answer metric')}")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return fig

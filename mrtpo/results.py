@@ -92,16 +92,18 @@ def run_folders(task: str | None = None) -> list[Path]:
 
 
 def runs_table(task: str | None = None):
-    """One row per run folder: task, model, method, mrtpo_beta, seed, steps, train and evaluation time in seconds
-    (NaN where the folder did not record it), and its path under the results root."""
+    """One row per run folder: task, model, dial (the dial base's setting, NaN on the default base), method,
+    mrtpo_beta, seed, steps, train and evaluation time in seconds (NaN where the folder did not record it), and its
+    path under the results root."""
     import pandas as pd
 
     rows = []
     for p in run_folders(task):
         cfg = json.loads((p / "config.json").read_text())["config"]
         summary = json.loads((p / "summary.json").read_text())
-        rows.append({"task": cfg["task"], "model": cfg["model"], "method": arm_label(cfg),
+        rows.append({"task": cfg["task"], "model": cfg["model"], "dial": cfg.get("dial", float("nan")), "method": arm_label(cfg),
                      "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
                      "train_s": summary["train_runtime_s"], "eval_s": summary.get("eval_runtime_s", float("nan")),
                      "path": p.relative_to(results_root()).as_posix()})
-    return pd.DataFrame(rows, columns=["task", "model", "method", "mrtpo_beta", "seed", "steps", "train_s", "eval_s", "path"])
+    return pd.DataFrame(rows, columns=["task", "model", "dial", "method", "mrtpo_beta", "seed", "steps", "train_s", "eval_s",
+                                       "path"])

@@ -4,7 +4,7 @@
 (``mrtpo.config``), hashes it together with the base model, the data and the package versions, and either
 returns the finished folder of that hash or trains::
 
-    results/runs/<task>/<model>/<method>[-beta<mrtpo_beta>]-seed<s>-<hash8>/   (files: ``mrtpo.results``)
+    results/runs/<task>/<model>/<method>[-dial<setting>][-beta<mrtpo_beta>]-seed<s>-<hash8>/   (files: ``mrtpo.results``)
 
 Faults (issue 7): the folder is written under a temporary name and renamed when complete, so a crash never
 leaves a folder the cache would reuse; a lock file makes a second process asking for the same run wait and
@@ -83,11 +83,12 @@ def package_versions() -> dict:
 
 
 def model_identity(cfg: RunConfig) -> dict:
-    """The base policy by content: tiny recipe hash (the cache folder's name) or the checkpoint (id or folder)."""
+    """The base policy by content: the hash of its tiny recipe (``RunConfig.base_recipe``: the default base's, or
+    the dial base's; the cache folder's name) or the checkpoint (id or folder)."""
     if cfg.scale == "tiny":
-        from .tiny import default_recipe, recipe_hash
+        from .tiny import recipe_hash
 
-        return {"tiny_size": cfg.model, "recipe": recipe_hash(cfg.task, default_recipe(get_task(cfg.task), cfg.model), cfg.base_seed)}
+        return {"tiny_size": cfg.model, "recipe": recipe_hash(cfg.task, cfg.base_recipe, cfg.base_seed)}
     return {"checkpoint": model_spec(cfg.task, cfg.model).checkpoint}
 
 
@@ -104,9 +105,10 @@ def content_hash(ident: dict) -> str:
 
 def run_name(cfg: RunConfig, digest: str) -> str:
     """cleanRL-style folder name, the same every time: ``mrtpo+saw-beta0.5-seed0-1a2b3c4d`` (``beta`` is
-    ``mrtpo_beta``; the committed folders are named so)."""
+    ``mrtpo_beta``; the committed folders are named so); on a dial base ``gdpo-dial0.2-seed0-1a2b3c4d``."""
     beta = f"-beta{cfg.mrtpo_beta:g}" if cfg.method in TOKEN_LEVEL and cfg.method != "uniform" else ""
-    return f"{cfg.label}{beta}-seed{cfg.seed}-{digest[:8]}"
+    dial = f"-dial{cfg.dial:g}" if cfg.dial is not None else ""
+    return f"{cfg.label}{dial}{beta}-seed{cfg.seed}-{digest[:8]}"
 
 
 def locate(cfg: RunConfig) -> tuple[dict, str, Path]:
@@ -121,8 +123,9 @@ def locate(cfg: RunConfig) -> tuple[dict, str, Path]:
 
 
 def base_path(cfg: RunConfig) -> Path:
-    """Local folder of the policy a run starts from (``mrtpo.models.resolve_model``)."""
-    return resolve_model(cfg.task, cfg.model, cfg.base_seed)
+    """Local folder of the policy a run starts from (``mrtpo.models.resolve_model``; a tiny base of
+    ``RunConfig.base_recipe``, built when absent)."""
+    return resolve_model(cfg.task, cfg.model, cfg.base_seed, recipe=cfg.base_recipe)
 
 
 def find(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> Run | None:
@@ -153,7 +156,7 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
         **overrides) -> Run:
     """Train ``method`` on ``task`` with ``model``, evaluate, write the run folder; reuse it when it exists.
 
-    ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``rewards="sub"``, ...) or any
+    ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``rewards="sub"``, ``dial=0.2``, ...) or any
     other ``MRTPOConfig`` field. ``z_blocks=fn``: train with your own Z blocks (a function with a reward function's
     signature returning ``{reward name: text}`` per response); its source is part of the run's key. ``force``
     retrains from scratch and replaces the folder.

@@ -68,7 +68,7 @@ def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, floa
     return float(lo), float(hi)
 
 
-def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> dict:
+def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int = 0, replicates: bool = False) -> dict:
     """A − B over the seeds both arms share, with a ``level`` percentile interval from a paired bootstrap.
 
     ``a``, ``b``: per-prompt values (S, P[, M]) of the shared seeds in the same order, both arms evaluated on the
@@ -82,23 +82,28 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     prompt bootstrap measures evaluation noise alone and a seed-only bootstrap has no interval (NaN).
 
     Returns ``{"diff", "lo", "hi", "seeds", "prompts", "resampled"}``; ``resampled`` names what the interval
-    covers: "seeds × prompts", "prompts only: one shared seed", "seeds only", or "none: one shared seed".
+    covers: "seeds × prompts", "prompts only: one shared seed", "seeds only", or "none: one shared seed". With
+    ``replicates``, also ``"replicates"``: the ``n_boot`` bootstrap values of d (empty where there is no interval).
+    The draws depend only on ``seed``, S and P: two comparisons with the same S and P (the same seeds and prompts
+    in the same order) get the same draws, i.e. are resampled jointly (:func:`slope`).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape:
         raise ValueError(f"paired_difference: both arms need the same seeds and prompts, got shapes {a.shape} and {b.shape}")
     S = a.shape[0]
+    extra = {"replicates": np.empty(0)} if replicates else {}
     if S == 0:
-        return {"diff": math.nan, "lo": math.nan, "hi": math.nan, "seeds": 0, "prompts": 0, "resampled": "none"}
+        return {"diff": math.nan, "lo": math.nan, "hi": math.nan, "seeds": 0, "prompts": 0, "resampled": "none", **extra}
     rng = np.random.default_rng(seed)
     seed_counts = rng.multinomial(S, np.full(S, 1 / S), size=n_boot)  # (B, S)
     if a.ndim == 1:
         d = a - b
         out = {"diff": float(d.mean()), "seeds": S, "prompts": 0}
         if S < 2:
-            return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none: one shared seed"}
-        lo, hi = _percentile_interval(seed_counts @ d / S, level)
-        return {**out, "lo": lo, "hi": hi, "resampled": "seeds only"}
+            return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none: one shared seed", **extra}
+        reps = seed_counts @ d / S
+        lo, hi = _percentile_interval(reps, level)
+        return {**out, "lo": lo, "hi": hi, "resampled": "seeds only", **({"replicates": reps} if replicates else {})}
     P = a.shape[1]
     d_full = run_metric(a) - run_metric(b)
     prompt_counts = rng.multinomial(P, np.full(P, 1 / P), size=n_boot)  # (B, P)
@@ -106,7 +111,29 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     reps = np.nansum(seed_counts * d_boot, axis=1) / S
     lo, hi = _percentile_interval(reps, level)
     return {"diff": float(np.mean(d_full)), "lo": lo, "hi": hi, "seeds": S, "prompts": P,
-            "resampled": "seeds × prompts" if S > 1 else "prompts only: one shared seed"}
+            "resampled": "seeds × prompts" if S > 1 else "prompts only: one shared seed",
+            **({"replicates": reps} if replicates else {})}
+
+
+def slope(x, y, y_replicates=None, level: float = 0.95) -> dict:
+    """Least-squares slope of y on x, ``b = sum_i (x_i − x̄)(y_i − ȳ) / sum_i (x_i − x̄)²``, with the intercept
+    ``ȳ − b x̄`` and a ``level`` percentile interval over bootstrap replicates of y.
+
+    ``y_replicates`` (n, B): replicate j of every y_i (e.g. the ``replicates`` of :func:`paired_difference` for
+    each of n comparisons); each column gives one replicate slope, x held fixed (a measured x's own error is not
+    propagated). Returns ``{"slope", "intercept", "lo", "hi", "points"}``; NaN below 2 distinct x, and no interval
+    without replicates."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    out = {"slope": math.nan, "intercept": math.nan, "lo": math.nan, "hi": math.nan, "points": len(x)}
+    dx = x - x.mean() if len(x) else x
+    if len(x) < 2 or not np.any(dx):
+        return out
+    b = float(dx @ (y - y.mean()) / (dx @ dx))
+    out.update(slope=b, intercept=float(y.mean() - b * x.mean()))
+    if y_replicates is not None and np.size(y_replicates):
+        reps = np.asarray(y_replicates, dtype=float)
+        out["lo"], out["hi"] = _percentile_interval(dx @ (reps - reps.mean(axis=0)) / (dx @ dx), level)
+    return out
 
 
 def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.0) -> str:

@@ -28,6 +28,7 @@ model = "tiny"  # registry name: tiny (default), 3b, 7b; "smoke" is the test sui
 seeds = [0]  # RL seeds trained when missing (the paper: 3); every other finished seed of the same settings is shown too
 steps = None  # None: the registry's steps for this model (the paper: 100)
 force = False  # retrain instead of reusing cached run folders
+dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "sql"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 
@@ -35,7 +36,7 @@ methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 from mrtpo import evidence, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
 paper = report.paper("table1_text_to_sql")
 metric = report.answer_metric(task)
 pairs = evidence.BOOK_COMPARISONS["table1_text_to_sql"].pairs

@@ -26,6 +26,7 @@ model = "tiny"  # registry name: tiny (default), 1.5b, 3b; "smoke" is the test s
 seeds = [0]  # RL seeds trained when missing; every other finished seed of the same settings is shown too
 steps = None  # None: the registry's steps for this model
 force = False  # retrain instead of reusing cached run folders
+dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "tool"
 methods = ["grpo", "gdpo", "mrtpo"]
 
@@ -33,7 +34,7 @@ methods = ["grpo", "gdpo", "mrtpo"]
 from mrtpo import claims, evidence, plots, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
 paper = report.paper("table3_tool_calling")
 metric = report.answer_metric(task)
 pairs = evidence.BOOK_COMPARISONS["table3_tool_calling"].pairs

@@ -1,6 +1,7 @@
 """The evidence grid (benchmarks/book_runs.py): priority order, paired seeds, arguments `mrtpo train` accepts."""
 
 import importlib.util
+import re
 import shlex
 import sys
 from collections import defaultdict
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from mrtpo.cli import build_parser
 from mrtpo.config import resolve
+from mrtpo.tiny import DIAL_SETTINGS
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "book_runs.py"
 spec = importlib.util.spec_from_file_location("book_runs", SCRIPT)
@@ -19,7 +21,7 @@ spec.loader.exec_module(book_runs)
 def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     plan = book_runs.grid(seeds=3)
     sections = list(dict.fromkeys(p.section for p in plan))
-    assert sections == ["power", "main tables", "ablation", "beta sweep", "convergence"]
+    assert sections == ["power", "main tables", "ablation", "beta sweep", "convergence", "dose-response"]
     assert [p.section for p in plan] == sorted((p.section for p in plan), key=sections.index)  # no section interleaved
     assert len({p.cli() for p in plan}) == len(plan)
     # power first: GDPO at 5 seeds on every task
@@ -30,11 +32,17 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
         if p.steps is None:
             seeds[(p.task, p.method, tuple(sorted(p.overrides.items())))].add(p.seed)
     for (task, method, overrides), found in seeds.items():
-        expected = set(range(5)) if task == "if" or (method == "gdpo" and not overrides) else set(range(3))
+        dose = "dial" in dict(overrides)  # the dose-response grid: the seeds asked for, on every task (issue 19: >= 3)
+        expected = set(range(5)) if not dose and (task == "if" or (method == "gdpo" and not overrides)) else set(range(3))
         assert found == expected, (task, method, found)
     # a run serves the first section that needs it: GDPO's main-table seeds are the power section's
     assert {p.method for p in plan if p.section == "main tables"} == {"mrtpo", "grpo", "opsd", "entropy"}
     assert {p.steps for p in plan if p.section == "convergence"} == {300}
+    # dose-response: GDPO and MRTPO at every dial setting on text-to-SQL and instruction following, paired seeds
+    dose = [p for p in plan if p.section == "dose-response"]
+    assert {(p.task, p.method, p.overrides["dial"], p.seed) for p in dose} == {
+        (t, m, d, s) for t in ("sql", "if") for m in ("gdpo", "mrtpo") for d in DIAL_SETTINGS for s in range(3)}
+    assert [p.overrides["dial"] for p in dose if p.task == "sql"] == sorted(p.overrides["dial"] for p in dose if p.task == "sql")
     assert len(book_runs.grid(seeds=5)) > len(plan)
 
 
@@ -43,6 +51,22 @@ def test_every_planned_run_is_a_valid_mrtpo_train_command():
     for p in book_runs.grid(seeds=3):
         args = parser.parse_args(["train", *shlex.split(p.cli())])
         assert (args.task, args.method, args.seed, args.model) == (p.task, p.method, p.seed, "tiny")
-        overrides = {k: v for k, v in {"mrtpo_beta": args.mrtpo_beta, "rewards": args.rewards}.items() if v is not None}
+        overrides = {k: v for k, v in {"mrtpo_beta": args.mrtpo_beta, "rewards": args.rewards, "dial": args.dial}.items()
+                     if v is not None}
         assert overrides == p.overrides
         resolve(p.task, p.method, "tiny", p.seed, args.steps, **overrides)  # raises on an invalid combination
+
+
+def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_path, capsys):
+    """The dry run on an empty results folder and model cache: every dial run listed as missing (with no estimate:
+    no run of its arm has finished, on a dial base or the default one), and the dial bases not built yet."""
+    monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
+    plan = [book_runs.Planned("dose-response", "sql", m, 0, overrides={"dial": d}) for d in (0.0, 0.2) for m in ("gdpo", "mrtpo")]
+    monkeypatch.setattr(book_runs, "grid", lambda seeds: plan)
+    book_runs.main(["--dry-run"])
+    out = capsys.readouterr().out
+    assert all(p.cli() in out for p in plan) and re.search(r"--dial 0\b(?!\.)", out)
+    assert re.search(r"dose-response\s+4 runs\s+0.0 h \+ 4 runs without an estimate\n", out)
+    assert "dial bases not built yet (built by their first run, not in the estimates): sql dial 0, sql dial 0.2" in out
+    assert "no estimate for:" in out and "needs the testbed's dial" not in out

@@ -1,0 +1,200 @@
+"""Does localisation buy gain? The dose-response experiment of the evidence issue on the testbed's dial.
+
+GDPO and MRTPO are trained on the dial bases (``RunConfig.dial``: one base per gated-noise rate of
+``tiny.DIAL_SETTINGS``), and each setting's gain, MRTPO − GDPO on the held-out answer metric, is set against the
+localisation measured on that setting's base (``benchmarks/tiny_models.py --dial``, rows ``dial/<setting>/...``
+of ``results/tiny_models.csv``, read by ``report.dial_frame``):
+
+* the setting's **check-region ratio** (PAPER.md §7): the mean, over the rewards whose check region holds at most
+  half the response's tokens, of their ratio of pooled shares (a region holding more cannot exceed 1 / its token
+  share, so those rewards are judged by the ratio outside their region and left out of this mean, as in the
+  dial's own acceptance, ``report.dial_checks``);
+* its **concentration**: the mean over the rewards of the smallest share of tokens holding 80% of the shift
+  (``concentration80``), and ``concentration_x = 0.8 / concentration80`` (Fig. 6's "3x").
+
+Each gain is ``evidence.compare`` (paired bootstrap over the shared seeds and the evaluation prompts,
+``stats.paired_difference``); the dependence of gain on localisation is the least-squares slope over settings
+(``stats.slope``) with a percentile interval from the same bootstrap's replicates: every setting is resampled with
+the same draws of seeds and prompts, since the seeds and prompts are common to all settings. A setting enters the
+slope only with at least two shared seeds (with one, its interval holds no seed-to-seed noise). The page also
+checks the reader's rule of thumb (``mrtpo diagnose``): below 3x concentration and 2x ratio expect about half a
+point, i.e. a gain not clearly above ``diagnose.RULE_GAIN``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from .diagnose import RULE_CONCENTRATION_X, RULE_GAIN, RULE_RATIO
+from .evidence import compare, finished, seeds_text
+from .report import answer_metric
+from .results import Run
+
+#: the issue's design: GDPO and MRTPO at >= 4 settings, >= 3 seeds each
+DESIGN_SETTINGS, DESIGN_SEEDS = 4, 3
+#: settings with an interval (>= 2 shared seeds) below which no slope verdict is given
+MIN_SETTINGS = 3
+#: the localisation row's notes (``benchmarks/tiny_models.py``): "... on token share T; concentration(80%) C"
+_NOTES = re.compile(r"token share (?P<token_share>[0-9.]+); concentration\(80%\) (?P<concentration80>[0-9.]+)")
+
+
+def reward_localisation(dial: pd.DataFrame) -> pd.DataFrame:
+    """Per task, setting and reward of a ``report.dial_frame``: the check-region ratio, the region's token share
+    and the concentration (read from the ``localisation`` rows and their notes; NaN where the notes lack them)."""
+    rows = dial[dial["figure"] == "localisation"]
+    parsed = rows["notes"].astype(str).str.extract(_NOTES).astype(float)
+    out = rows[["task", "setting", "reward"]].assign(ratio=rows["value"].astype(float), **parsed)
+    return out.reset_index(drop=True)
+
+
+def setting_localisation(dial: pd.DataFrame) -> pd.DataFrame:
+    """Per task and setting of a ``report.dial_frame``: ``ratio`` (the mean ratio of the rewards whose region holds
+    at most half the tokens; NaN when none does), ``ratio_rewards`` (those rewards), ``concentration80`` (mean over
+    the rewards) and ``concentration_x`` (0.8 / concentration80)."""
+    per = reward_localisation(dial)
+    rows = []
+    for (task, setting), g in per.groupby(["task", "setting"], sort=True):
+        small = g[g["token_share"] <= 0.5]
+        c80 = float(g["concentration80"].mean())
+        rows.append({"task": task, "setting": float(setting), "ratio": float(small["ratio"].mean()) if len(small) else math.nan,
+                     "ratio_rewards": ", ".join(small["reward"]), "concentration80": c80,
+                     "concentration_x": 0.8 / c80 if c80 > 0 else math.nan})
+    return pd.DataFrame(rows, columns=["task", "setting", "ratio", "ratio_rewards", "concentration80", "concentration_x"])
+
+
+def dial_runs(task: str, settings, model: str = "tiny", steps: int | None = None, methods=("gdpo", "mrtpo"),
+              **overrides) -> dict[float, dict[str, list[Run]]]:
+    """{setting: {method: its finished runs on that dial base, in seed order}}; never trains
+    (``benchmarks/book_runs.sh`` trains the grid)."""
+    return {float(d): {m: finished(task, m, model, steps, dial=float(d), **overrides) for m in methods} for d in settings}
+
+
+def rule_of_thumb(ratio: float, concentration_x: float, lo: float, hi: float) -> str:
+    """The reader's rule (``mrtpo diagnose``) at one setting: below both thresholds it expects about half a point
+    (``RULE_GAIN``); it held when the gain's interval does not lie wholly above that."""
+    if ratio != ratio or concentration_x != concentration_x:
+        return "localisation not measured"
+    if ratio >= RULE_RATIO or concentration_x >= RULE_CONCENTRATION_X:
+        return (f"does not apply (ratio {ratio:.2f}x, concentration {concentration_x:.1f}x: not below both "
+                f"{RULE_RATIO:g}x and {RULE_CONCENTRATION_X:g}x)")
+    if lo != lo or hi != hi:
+        return "applies; no interval to judge it"
+    if lo > RULE_GAIN:
+        return f"did not hold: the gain is above {RULE_GAIN:g} (half a point)"
+    return f"held: the gain is not above {RULE_GAIN:g} (half a point)" + ("; MRTPO below GDPO" if hi < 0 else "")
+
+
+class DoseResponse(NamedTuple):
+    """One task's dose-response: ``table`` (one row per setting), ``slopes`` (gain against the ratio and against
+    the concentration) and ``verdict`` (one sentence)."""
+
+    table: pd.DataFrame
+    slopes: pd.DataFrame
+    verdict: str
+
+
+def dose_response(task: str, gains: dict[float, dict], localisation: pd.DataFrame, treated: str = "mrtpo",
+                  control: str = "gdpo", settings=()) -> DoseResponse:
+    """The analysis from each setting's comparison (``gains``: setting -> ``evidence.compare(treated, control, ...,
+    replicates=True)``; a setting without runs may be left out) and the task's rows of
+    :func:`setting_localisation`. Every setting of either, and of ``settings``, appears in the table."""
+    loc = localisation[localisation["task"] == task].set_index("setting")
+    settings = sorted(set(loc.index) | set(gains) | {float(d) for d in settings})
+    rows, reps = [], {}
+    for d in settings:
+        c = gains.get(d, {})
+        ratio, cx = (float(loc.at[d, "ratio"]), float(loc.at[d, "concentration_x"])) if d in loc.index else (math.nan,) * 2
+        lo, hi = c.get("lo", math.nan), c.get("hi", math.nan)
+        shared = list(c.get("shared_seeds", []))
+        rows.append({"task": task, "setting": d, "ratio": ratio,
+                     "concentration80": float(loc.at[d, "concentration80"]) if d in loc.index else math.nan,
+                     "concentration_x": cx, f"{treated} seeds": seeds_text(c.get("a_seeds", [])),
+                     f"{control} seeds": seeds_text(c.get("b_seeds", [])), "shared seeds": len(shared),
+                     "gain": c.get("diff", math.nan), "lo": lo, "hi": hi, "interval over": c.get("resampled", "no runs"),
+                     "rule of thumb": rule_of_thumb(ratio, cx, lo, hi)})
+        if len(shared) >= 2 and len(c.get("replicates", [])):
+            reps[d] = c["replicates"]
+    columns = ["task", "setting", "ratio", "concentration80", "concentration_x", f"{treated} seeds", f"{control} seeds",
+               "shared seeds", "gain", "lo", "hi", "interval over", "rule of thumb"]
+    table = pd.DataFrame(rows, columns=columns)
+    slopes = _slopes(table, reps)
+    return DoseResponse(table, slopes, _verdict(task, table, slopes, treated, control))
+
+
+def _slopes(table: pd.DataFrame, reps: dict[float, np.ndarray]) -> pd.DataFrame:
+    """Gain against each localisation figure over the settings that have replicates and that figure."""
+    from .stats import slope
+
+    rows = []
+    for x in ("ratio", "concentration_x"):
+        use = table[table["setting"].isin(reps) & table[x].notna()]
+        fit = slope(use[x], use["gain"], np.stack([reps[d] for d in use["setting"]]) if len(use) else None)
+        rows.append({"against": x, **fit, "settings": ", ".join(f"{d:g}" for d in use["setting"])})
+    return pd.DataFrame(rows, columns=["against", "slope", "intercept", "lo", "hi", "points", "settings"])
+
+
+def _verdict(task: str, table: pd.DataFrame, slopes: pd.DataFrame, treated: str, control: str) -> str:
+    """One sentence: does the gain grow with the check-region ratio, or why that cannot be said yet."""
+    judged = int(slopes.set_index("against").at["ratio", "points"])
+    design = (len(table) >= DESIGN_SETTINGS and (table["shared seeds"] >= DESIGN_SEEDS).sum() >= DESIGN_SETTINGS)
+    short = [f"{d:g} ({n} shared)" for d, n in zip(table["setting"], table["shared seeds"]) if n < DESIGN_SEEDS]
+    below = ("" if design else f" (below the design of {DESIGN_SETTINGS} settings x {DESIGN_SEEDS} seeds per arm"
+             + (f"; settings short of seeds: {', '.join(short)}" if short else "") + ")")
+    if judged < MIN_SETTINGS:
+        return (f"{task}: not enough settings/seeds to judge whether the gain grows with localisation: {judged} of "
+                f"{len(table)} settings have {treated} and {control} runs on at least 2 shared seeds with a measured "
+                f"ratio, and a slope needs {MIN_SETTINGS}{below}.")
+    s = slopes.set_index("against").loc["ratio"]
+    if s["slope"] != s["slope"]:
+        return f"{task}: no slope: the {judged} settings with runs measured the same ratio{below}."
+    fit = f"slope {s['slope']:+.3f} per unit of ratio [{s['lo']:+.3f}, {s['hi']:+.3f}] over settings {s['settings']}"
+    if s["lo"] > 0:
+        head = f"the gain grows with localisation: {fit}"
+    elif s["hi"] < 0:
+        head = f"the gain shrinks as localisation grows: {fit}"
+    else:
+        head = f"no dependence of the gain on localisation detected: {fit}, an interval holding 0"
+    return f"{task}: {head}{below}."
+
+
+def rule_sentence(table: pd.DataFrame) -> str:
+    """One sentence from a :class:`DoseResponse` table: at how many settings the reader's rule of thumb applies
+    (below both thresholds), and at which of those it held, did not hold, or could not be judged."""
+    rule = table["rule of thumb"]
+    applies = table[~rule.str.startswith(("does not apply", "localisation not measured"))]
+    if applies.empty:
+        return (f"The reader's rule of thumb (below {RULE_CONCENTRATION_X:g}x concentration and {RULE_RATIO:g}x ratio, "
+                "about half a point) applies at no measured setting.")
+    parts = [f"{label} at {', '.join(f'{d:g}' for d in applies[applies['rule of thumb'].str.startswith(key)]['setting'])}"
+             for key, label in (("held", "held"), ("did not hold", "did not hold"), ("applies;", "not judged (no interval)"))
+             if applies["rule of thumb"].str.startswith(key).any()]
+    return (f"The reader's rule of thumb (below {RULE_CONCENTRATION_X:g}x concentration and {RULE_RATIO:g}x ratio, about "
+            f"half a point) applies at setting{'s' if len(applies) > 1 else ''} {', '.join(f'{d:g}' for d in applies['setting'])}: "
+            + "; ".join(parts) + ".")
+
+
+def analyse(task: str, dial: pd.DataFrame, runs: dict[float, dict[str, list[Run]]], metric: str | None = None,
+            treated: str = "mrtpo", control: str = "gdpo") -> DoseResponse:
+    """:func:`dose_response` of the finished runs ``runs`` (:func:`dial_runs`; its settings are the table's) on
+    ``metric`` (default the task's answer metric), against ``dial`` (a ``report.dial_frame``); trains nothing."""
+    metric = metric or answer_metric(task)
+    gains = {d: compare(arms[treated], arms[control], metric, replicates=True) for d, arms in runs.items()
+             if arms[treated] or arms[control]}
+    return dose_response(task, gains, setting_localisation(dial), treated, control, settings=runs)
+
+
+def missing_runs(task: str, runs: dict[float, dict[str, list[Run]]], seeds, model: str = "tiny",
+                 steps: int | None = None) -> pd.DataFrame:
+    """The planned runs, every setting and method of ``runs`` (:func:`dial_runs`) at each of ``seeds``, that have no
+    finished folder, as `mrtpo train` arguments."""
+    rows = [{"task": task, "setting": d, "method": m, "seed": s,
+             "mrtpo train": f"--task {task} --method {m} --seed {s} --model {model} --dial {d:g}"
+                            + (f" --steps {steps}" if steps else "")}
+            for d, arms in runs.items() for m, found in arms.items() for s in seeds
+            if s not in {r.config["config"]["seed"] for r in found}]
+    return pd.DataFrame(rows, columns=["task", "setting", "method", "seed", "mrtpo train"])
