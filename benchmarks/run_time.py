@@ -47,12 +47,13 @@ def one_run(task: str, version: str, checkout: Path, work: Path, steps: int) -> 
     cmd = [sys.executable, "-m", "mrtpo.cli", "train", "--task", task, "--method", "mrtpo", "--model", "tiny",
            "--seed", "0", "--steps", str(steps)]
     load_before = os.getloadavg()[1]
+    commit = commit_of(checkout)  # the code the run starts from (a checkout may move on while the run is going)
     start = time.perf_counter()
     subprocess.run(cmd, cwd=checkout, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     (folder,) = [p for p in (results / "runs" / task / "tiny").iterdir() if p.name.startswith("mrtpo-")]
     summary = json.loads((folder / "summary.json").read_text())
-    return {"task": task, "version": version, "commit": commit_of(checkout), "wall_s": round(wall, 1),
+    return {"task": task, "version": version, "commit": commit, "wall_s": round(wall, 1),
             "train_s": summary.get("train_runtime_s"), "steps": steps, "run_folder": folder.name,
             # the machine's other work: 5-minute load averages (runnable processes) when the run started and ended
             "load_start": round(load_before, 2), "load_end": round(os.getloadavg()[1], 2),

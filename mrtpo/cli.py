@@ -173,10 +173,11 @@ def cmd_diagnose(args) -> None:
     from .paths import results_root
 
     try:
-        d = diagnose(args.task, args.model, samples=args.samples, beta=args.beta, seed=args.seed)
+        d = diagnose(args.task, args.model, samples=args.samples, beta=args.beta, seed=args.seed, dial=args.dial)
     except ValueError as exc:  # unknown task or model, bad beta: one line
         raise SystemExit(f"mrtpo: error: {exc}") from None
-    out = Path(args.out) if args.out else results_root() / "diagnose" / f"{d['task']}-{d['model']}.json"
+    dial = f"-dial{d['dial']:g}" if "dial" in d else ""
+    out = Path(args.out) if args.out else results_root() / "diagnose" / f"{d['task']}-{d['model']}{dial}.json"
     write_json(d, out)
     fmt = lambda v: "n/a" if isinstance(v, float) and math.isnan(v) else f"{v:.3f}"  # noqa: E731
     cols = ("replay_rate", "concentration80", "concentration_x", "check_region_ratio", "entropy_corr")
@@ -228,7 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=256, help="responses to sample, in groups of G (default 256)")
     p.add_argument("--beta", type=float, default=None, help="MRTPO beta for the realised s (default: the registry's)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    p.add_argument("--out", default=None, help="JSON path (default results/diagnose/<task>-<model>.json)")
+    p.add_argument("--dial", type=float, default=None, metavar="SETTING",
+                   help="diagnose the testbed's dial base at this gated-noise rate instead of the default base (tiny sizes)")
+    p.add_argument("--out", default=None, help="JSON path (default results/diagnose/<task>-<model>[-dial<d>].json)")
     p.set_defaults(func=cmd_diagnose)
     return parser
 

@@ -150,7 +150,7 @@ def _fail(what: str, value, valid) -> None:
     raise BadRequest(f"{what}={value!r} is not valid; valid values: {valid}")
 
 
-def _dial_setting(value, model: str) -> float:
+def dial_setting(value, model: str) -> float:
     """``dial`` as a float, after checking that it names a dial base: a tiny size and a rate in [0, 1]."""
     if model not in TINY_SIZES:
         raise BadRequest(f"dial={value!r} selects a dial base of the tiny testbed (mrtpo.tiny.dial_recipe), but model "
@@ -213,7 +213,7 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
     if callable(values.get("z_blocks")):
         values["z_blocks"] = z_blocks_key(values["z_blocks"])
     if values.get("dial") is not None:
-        values["dial"] = _dial_setting(values["dial"], model)
+        values["dial"] = dial_setting(values["dial"], model)
     cfg = RunConfig(task=task, method=base, model=model, seed=int(seed), trainer_args=passthrough, **values)
     if cfg.constlen and "loss_type" in cfg.trainer_args:
         _fail("loss_type", cfg.trainer_args["loss_type"], "unset with +constlen (it sets loss_type='dr_grpo')")

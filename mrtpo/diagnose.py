@@ -140,12 +140,13 @@ def score(task, rows: list[dict], texts: list[str]) -> torch.Tensor:
 
 def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_generations: int | None = None,
              step_prompts: int | None = None, beta: float | None = None, max_new_tokens: int | None = None,
-             temperature: float = 1.0, seed: int = 0, chunk_prompts: int = 8) -> dict:
+             temperature: float = 1.0, seed: int = 0, chunk_prompts: int = 8, dial: float | None = None) -> dict:
     """Sample, score, replay and summarise (see the module docstring); returns the JSON-ready diagnosis.
 
     ``model``: a registry name (the tiny base is built when absent) or a local policy folder (a run's final
     weights); G, the prompts of one training step, beta and the completion length default to the registry's
-    values for ``model`` (``models.model_spec``: the paper-scale ones for a local folder). Prompts are the first
+    values for ``model`` (``models.model_spec``: the paper-scale ones for a local folder). ``dial``: the testbed's
+    dial base at that setting instead of the size's default base (``tiny.dial_recipe``; a tiny size only). Prompts are the first
     ``samples / G`` training prompts of the synthetic split the tiny runs train on (``data_seed`` 0), what RL
     would replay; sampling uses ``seed``.
     """
@@ -155,10 +156,12 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
     from .tokenizer import load_tokenizer
 
     from .advantages import replay_needed
+    from .config import dial_setting
     from .diagnostics import prompt_ids, record_entropies, sample
     from .models import is_local_path, model_spec, resolve_model
     from .replay import relevance
     from .tasks import get_task
+    from .tiny import dial_recipe
 
     start = time.perf_counter()
     if beta is not None and not 0.0 <= beta <= 1.0:
@@ -171,7 +174,8 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
     step_prompts = step_prompts or spec.prompts_per_step
     beta = spec.mrtpo_beta if beta is None else beta
     max_new_tokens = max_new_tokens or spec.max_completion_length
-    path = resolve_model(task_name, model)
+    recipe = None if dial is None else dial_recipe(task, dial_setting(dial, model), size=model)
+    path = resolve_model(task_name, model, recipe=recipe)
     tokenizer = load_tokenizer(path)
     policy = AutoModelForCausalLM.from_pretrained(path).eval()
     loaded = time.perf_counter()
@@ -213,7 +217,9 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
 
     out = {"task": task_name, "model": Path(model).name if is_local_path(model) else model, "samples": B,
            "prompts": len(prompts_rows), "num_generations": G, "step_prompts": step_prompts, "beta": beta,
-           "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed}
+           "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "base": path.name}
+    if dial is not None:
+        out["dial"] = float(dial)
     out.update(summarise(task, rows, texts, completion_ids, mask, rewards, need, q, entropy, tokenizer, G,
                          step_prompts, beta))
     out["seconds"] = {"loading": round(loaded - start, 1), "sampling": round(sampled - loaded, 1), "scoring": round(scored - sampled, 1),

@@ -78,4 +78,6 @@ display(pd.DataFrame(rows).round(3))
 # extra forwards only if MRTPO's gain over GDPO has an interval above joint replay's (the ablation page gives
 # MRTPO − joint directly, with its interval). (4–5) The paper's
 # story "better localisation, bigger gain" predicts that the rows with the lowest share of tokens for 80% of
-# the shift gain most; the last table lets a reader check that, per task, at this scale.
+# the shift gain most; the last table lets a reader check that, per task, at this scale. Across tasks the comparison
+# mixes everything that differs between tasks; the [dose-response page](dose_response.ipynb) asks the same question
+# on one task at a time, with only the testbed's dial changing the localisation.

@@ -164,3 +164,20 @@ def test_localisation_rows_carry_the_specificity_columns(smoke_policy):
     assert (loc["shift_inside"] <= loc["shift_total"] + 1e-6).all() and (loc["think_shift"] > 0).all()
     del profile["entropy"]
     assert D.localisation([profile], get_task("sql"), tok)["entropy_corr"].isna().all()  # older runs: not saved
+
+
+def test_cli_diagnose_takes_a_dial_base(tmp_path):
+    import json
+
+    from mrtpo.cli import main
+    from mrtpo.tasks import get_task
+    from mrtpo.tiny import dial_recipe, tiny_path
+
+    out = tmp_path / "d.json"
+    main(["diagnose", "--task", "sql", "--model", "smoke", "--samples", "8", "--dial", "0.8", "--out", str(out)])
+    d = json.loads(out.read_text())
+    assert d["dial"] == 0.8 and d["base"] == tiny_path("sql", "smoke", recipe=dial_recipe(get_task("sql"), 0.8, size="smoke")).name
+    with pytest.raises(SystemExit, match="not a tiny size"):
+        main(["diagnose", "--task", "sql", "--model", "7b", "--dial", "0.8"])
+    with pytest.raises(SystemExit, match="gated-noise rate"):
+        main(["diagnose", "--task", "sql", "--model", "smoke", "--dial", "1.5"])
