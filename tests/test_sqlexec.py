@@ -9,11 +9,14 @@ from pathlib import Path
 import pytest
 
 from mrtpo.tasks.sql import TextToSQL
-from mrtpo.tasks.sql.sandbox import KILL_GRACE_S, SQLExecutor, rows_bytes
+from mrtpo.tasks.sql.sandbox import KILL_GRACE_S, STARVED_FACTOR, SQLExecutor, rows_bytes
 from mrtpo.tasks.sql.synthetic import synthetic_databases
 
 TIMEOUT_S = 0.5
 MiB = 2**20
+#: the longest the parent waits for a query of TIMEOUT_S (a starved worker), plus a second; the calls below would
+#: run for a minute
+KILL_BOUND_S = STARVED_FACTOR * TIMEOUT_S + KILL_GRACE_S + 1.0
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,7 @@ def test_uninterruptible_call_is_killed_in_time(executor, db, sql):
     executor.run(db, "SELECT 1")  # the worker is up
     start = time.monotonic()
     result = executor.run(db, sql)
-    assert time.monotonic() - start < TIMEOUT_S + KILL_GRACE_S + 1.0  # the kill included
+    assert time.monotonic() - start < KILL_BOUND_S  # the kill included (on an idle machine: TIMEOUT_S + KILL_GRACE_S)
     assert result.error and result.error.startswith("timeout") and not result.rows
     first = executor._worker.proc
     assert first.poll() is not None  # the stuck worker is gone ...
@@ -66,18 +69,20 @@ def test_uninterruptible_call_is_not_executable(db, tmp_path):
     task.executor.run(db, "SELECT 1")  # the worker is up
     start = time.monotonic()
     assert executable(None, completions, db_path=[db] * 3, gold_sql=["SELECT 1"] * 3) == [0.0] * 3
-    assert time.monotonic() - start < TIMEOUT_S + KILL_GRACE_S + 1.0  # once: the repeats come from the cache
+    assert time.monotonic() - start < KILL_BOUND_S
+    assert not task.executor._worker.alive  # run once: the killed worker was not replaced, the repeats were cached
     task.executor.close()
 
 
 def test_cpu_limit_ends_a_query_the_parent_would_still_wait_for(db, monkeypatch):
     """RLIMIT_CPU holds on its own: with the parent's kill postponed, SIGXCPU ends the query."""
-    monkeypatch.setattr("mrtpo.tasks.sql.sandbox.KILL_GRACE_S", 30.0)
+    import signal
+
+    monkeypatch.setattr("mrtpo.tasks.sql.sandbox.KILL_GRACE_S", 600.0)
     ex = SQLExecutor(timeout_s=0.1, cache_size=0)
-    start = time.monotonic()
-    result = ex.run(db, UNINTERRUPTIBLE[0])
+    result = ex.run(db, UNINTERRUPTIBLE[0])  # at most 2 s of CPU past the start of the worker
     assert result.error == "timeout: query used more than 0.1 s of CPU"
-    assert time.monotonic() - start < 10.0  # at most 2 s of CPU past the start of the worker
+    assert ex._worker.proc.returncode == -signal.SIGXCPU
     assert ex.run(db, "SELECT 1").rows == ((1,),)
     ex.close()
 
@@ -119,14 +124,14 @@ def test_cache_is_bounded_in_bytes(db):
     ex = SQLExecutor(cache_bytes=4 * MiB)
     large = "SELECT zeroblob(100000) FROM people"  # 0.8 MB: more than an eighth of the budget, never cached
     ex.run(db, large)
-    assert ex.cached_bytes == 0 and (db, large) not in ex._cache
+    assert ex.cached_bytes == 0 and (db, large, ex.timeout_s) not in ex._cache
     queries = [f"SELECT zeroblob(50000 + {i}) FROM people" for i in range(20)]  # 0.4 MB each, 8 MB in all
     for sql in queries:
         ex.run(db, sql)
         assert ex.cached_bytes <= ex.cache_bytes
-    kept = [sql for sql in queries if (db, sql) in ex._cache]
+    kept = [sql for sql in queries if (db, sql, ex.timeout_s) in ex._cache]
     assert kept == queries[-len(kept) :] and 5 <= len(kept) < 20  # the most recent ones, as many as fit
-    assert ex.cached_bytes == sum(rows_bytes(ex._cache[(db, sql)][0].rows) for sql in kept)
+    assert ex.cached_bytes == sum(rows_bytes(ex._cache[(db, sql, ex.timeout_s)][0].rows) for sql in kept)
     ex.close()
 
 
@@ -166,3 +171,30 @@ def test_interrupted_query_does_not_answer_the_next_one(db):
         signal.signal(signal.SIGALRM, previous)
     assert ex.run(db, "SELECT 7").rows == ((7,),)
     ex.close()
+
+
+def test_worker_start_up_is_not_part_of_the_first_query_budget(db, monkeypatch):
+    """A worker that takes longer to start than a query's budget (a loaded machine) still answers its first query."""
+    import subprocess
+
+    popen = subprocess.Popen
+
+    def slow_start(args, **kwargs):  # the worker's interpreter starts half a second late
+        return popen(["sh", "-c", 'sleep 0.5; exec "$0" "$@"', *args], **kwargs)
+
+    monkeypatch.setattr("mrtpo.tasks.sql.sandbox.subprocess.Popen", slow_start)
+    ex = SQLExecutor(timeout_s=0.2, cache_size=0)
+    assert ex.run(db, "SELECT count(*) FROM people").rows == ((8,),)
+    ex.close()
+
+
+def test_gold_query_has_its_own_budget(db, tmp_path):
+    """A gold query slower than the policy's budget still judges (it is the dataset's SQL); the same SQL as an
+    answer is held to the policy's budget."""
+    slow = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 400000) SELECT count(*) > 0 FROM r"
+    task = TextToSQL(timeout_s=0.02, gold_timeout_s=10.0, db_cache_dir=tmp_path)
+    match = {f.__name__: f for f in task.reward_funcs()}["execution_match"]
+    completions = ["<think>x</think><answer>SELECT 1</answer>", f"<think>x</think><answer>{slow}</answer>"]
+    assert match(None, completions, db_path=[db] * 2, gold_sql=[slow] * 2) == [1.0, 0.0]
+    assert task.executor.run(db, slow).error.startswith("timeout")
+    task.executor.close()

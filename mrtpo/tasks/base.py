@@ -274,12 +274,10 @@ def report_checker_errors(name: str, scores: list, reasons: list[str], columns: 
 
 
 def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
-    """Shrink ``[start, end)`` past whitespace at both ends."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
+    """Shrink ``[start, end)`` past whitespace at both ends (``str.isspace``'s whitespace, as ``str.strip``'s)."""
+    span = text[start:end]  # strip in C: a character loop took seconds on a megabyte of padding
+    left = len(span) - len(span.lstrip())
+    return start + left, start + max(len(span.rstrip()), left)
 
 
 def think_span(text: str) -> Spans:

@@ -8,14 +8,19 @@ Model-written SQL runs here, so every layer assumes the query is hostile:
   transactions and ``load_extension`` are refused at prepare time;
 * extension loading is switched off and SQLite's own limits cap attached databases, string/blob size
   (so ``zeroblob(1e12)`` fails instead of allocating) and SQL length;
-* a progress handler interrupts any statement that outlives a wall-clock budget (endless recursive
-  CTEs, huge cross joins), and at most ``max_rows`` rows and ``max_result_bytes`` bytes are fetched;
+* a progress handler interrupts any statement that outlives its budget of CPU seconds (endless recursive
+  CTEs, huge cross joins), and at most ``max_rows`` rows and ``max_result_bytes`` bytes are fetched. The budget
+  is CPU time, not wall time, so that a verdict does not depend on what else runs on the machine: under load
+  a legitimate query waits for the CPU, it does not time out;
 * every query runs in a worker process (this file run as a script, standard library only) whose address
   space is capped (``RLIMIT_AS``, ``max_memory`` bytes) and whose CPU time is capped per query
-  (``RLIMIT_CPU``); the parent kills it when no answer comes ``KILL_GRACE_S`` after the budget. These
+  (``RLIMIT_CPU``); the parent kills it when no answer comes ``KILL_GRACE_S`` after the budget and the worker
+  has used the budget's CPU time (or, where the worker's CPU time cannot be read, or on a machine so loaded
+  that it got under 1/``STARVED_FACTOR`` of a core, after ``STARVED_FACTOR`` budgets of wall time). These
   limits hold for a single SQL function call that the progress handler cannot interrupt (``printf('%.*c',
   2147483647, 'x')`` runs for a minute inside one call) and for a row built whole in memory (many large
-  blobs). A killed worker is replaced at the next query; the worker and its connections are reused across
+  blobs). A killed worker is replaced at the next query (its start-up is not part of that query's
+  budget); the worker and its connections are reused across
   queries, so a query costs one pipe round trip more than in-process execution.
 
 ``SQLExecutor.run`` never raises: failures come back as ``ExecResult.error`` strings. Its result cache is
@@ -51,6 +56,13 @@ DEFAULT_MAX_MEMORY = 256 * 2**20
 DEFAULT_MAX_RESULT_BYTES = 32 * 2**20
 #: seconds the parent waits past the budget before killing the worker (the progress handler usually wins)
 KILL_GRACE_S = 0.25
+#: seconds a new worker may take to start (interpreter start-up is not part of any query's budget: on a loaded
+#: machine it took longer than the budget itself, and the first query after a kill timed out)
+STARTUP_WAIT_S = 60.0
+#: a starved worker (one that got little CPU) is waited for at most this many budgets of wall time
+STARVED_FACTOR = 20
+#: the worker's first message: it is up, its limits are set
+_READY = "ready"
 
 _ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 #: functions that touch files, load code or were used in past SQLite exploits
@@ -63,6 +75,7 @@ _SQLITE_LIMITS = {
 #: most rows fetched between two checks of the result's size
 _FETCH_CHUNK = 512
 _HEADER = struct.Struct("<Q")  # length prefix of every message on the pipes
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -151,9 +164,9 @@ def _execute(conns: dict, db_path: str, sql: str, timeout_s: float, max_rows: in
         conn = conns[db_path]
     except Exception as exc:  # missing or unreadable database: the reward, not the trainer, fails
         return (), f"cannot open database: {exc}"[:300], False, 0
-    deadline = time.monotonic() + timeout_s
+    deadline = time.process_time() + timeout_s
     # called every 1,000 VM instructions; a non-zero return interrupts the statement
-    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1_000)
+    conn.set_progress_handler(lambda: int(time.process_time() > deadline), 1_000)
     cursor, rows, nbytes, size = None, [], 0, 1  # one row first, to learn how large rows are
     try:
         cursor = conn.execute(sql)
@@ -172,7 +185,7 @@ def _execute(conns: dict, db_path: str, sql: str, timeout_s: float, max_rows: in
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}"
         if "interrupted" in str(exc):
-            message = f"timeout: query ran longer than {timeout_s:g} s"
+            message = f"timeout: query used more than {timeout_s:g} s of CPU"
         elif isinstance(exc, MemoryError):  # SQLite's own allocation failures arrive as MemoryError too
             message = "out of memory: the query needs more than the sandbox's memory limit"
         return (), message[:300], False, 0
@@ -193,6 +206,7 @@ def _serve(max_memory: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))
     cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
     conns: dict[str, sqlite3.Connection] = {}
+    _send(1, _READY)
     while True:
         try:
             db_path, sql, timeout_s, max_rows, max_bytes = _receive(0)
@@ -222,15 +236,31 @@ class _Worker:
                                      stdout=subprocess.PIPE, bufsize=0)
         self.owner = os.getpid()
         self._finalizer = weakref.finalize(self, _stop, self.proc, self.owner)
+        self.ready = False
 
     def ask(self, request: tuple, wait_s: float) -> tuple | str:
-        """The worker's reply, or why there is none; in that case the worker is stopped (``alive`` is False)."""
+        """The worker's reply, or why there is none; in that case the worker is stopped (``alive`` is False).
+        ``wait_s`` counts from the request: a new worker's start-up (up to ``STARTUP_WAIT_S``) comes first."""
         try:
+            if not self.ready:
+                try:
+                    self.ready = _receive(self.proc.stdout.fileno(), time.monotonic() + STARTUP_WAIT_S) == _READY
+                except TimeoutError:
+                    self.stop()
+                    return f"sandbox worker did not start within {STARTUP_WAIT_S:g} s"
+            budget, cpu_start = request[2], self.cpu_seconds()
             _send(self.proc.stdin.fileno(), request)
-            return _receive(self.proc.stdout.fileno(), time.monotonic() + wait_s)
-        except TimeoutError:
-            self.stop()
-            return f"timeout: query ran longer than {request[2]:g} s"
+            fd, now = self.proc.stdout.fileno(), time.monotonic()
+            wait_until, give_up = now + wait_s, now + STARVED_FACTOR * budget + KILL_GRACE_S
+            while not select.select([fd], [], [], max(0.0, wait_until - time.monotonic()))[0]:
+                used = None if cpu_start is None else self.cpu_seconds() - cpu_start
+                if used is None or used >= budget or time.monotonic() >= give_up:
+                    self.stop()
+                    return f"timeout: query used more than {budget:g} s of CPU" if used is not None and used >= budget \
+                        else f"timeout: query ran longer than {(budget if used is None else STARVED_FACTOR * budget):g} s"
+                # starved, not slow: wait at least as long as the CPU budget it has left
+                wait_until = min(give_up, time.monotonic() + budget - used + KILL_GRACE_S)
+            return _receive(fd)
         except (EOFError, OSError):  # died during the query (BrokenPipeError: before it)
             code = self.proc.wait()
             if code == -signal.SIGXCPU:
@@ -239,6 +269,14 @@ class _Worker:
         except BaseException:  # KeyboardInterrupt, an alarm: its late reply would answer the next request
             self.stop()
             raise
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds (user + system) the worker has used, from ``/proc`` (None where it cannot be read)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
 
     @property
     def alive(self) -> bool:
@@ -250,7 +288,7 @@ class _Worker:
 
 class SQLExecutor:
     """Runs queries in the sandbox worker (started at the first query, replaced after a kill) and caches
-    recent results by (db path, sql), at most ``cache_size`` entries and ``cache_bytes`` estimated bytes.
+    recent results by (db path, sql, budget), at most ``cache_size`` entries and ``cache_bytes`` estimated bytes.
 
     Queries from several threads take turns (one worker per executor)."""
 
@@ -264,19 +302,22 @@ class SQLExecutor:
         # the G responses of a group share one gold query, and several rewards run the same answer SQL
         self.cache_size = cache_size
         self.cache_bytes = cache_bytes
-        self._cache: OrderedDict[tuple[str, str], tuple[ExecResult, int]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, float], tuple[ExecResult, int]] = OrderedDict()
         self._cached_bytes = 0
         self._worker: _Worker | None = None
         self._lock = threading.Lock()
 
-    def run(self, db_path: str | Path, sql: str) -> ExecResult:
-        """Execute one statement of ``sql`` on ``db_path``; cached by (path, sql). Never raises."""
-        key = (str(db_path), sql)
+    def run(self, db_path: str | Path, sql: str, timeout_s: float | None = None) -> ExecResult:
+        """Execute one statement of ``sql`` on ``db_path`` within ``timeout_s`` seconds (default: the executor's
+        ``timeout_s``); cached by (path, sql, budget), since a query that timed out may finish with more time.
+        Never raises."""
+        budget = self.timeout_s if timeout_s is None else float(timeout_s)
+        key = (str(db_path), sql, budget)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key][0]
-            result, nbytes = self._execute(str(db_path), sql)
+            result, nbytes = self._execute(str(db_path), sql, budget)
             self._remember(key, result, nbytes)
         return result
 
@@ -287,19 +328,19 @@ class SQLExecutor:
                 self._worker.stop()
                 self._worker = None
 
-    def _execute(self, db_path: str, sql: str) -> tuple[ExecResult, int]:
+    def _execute(self, db_path: str, sql: str, timeout_s: float) -> tuple[ExecResult, int]:
         if not isinstance(sql, str) or not sql.strip():
             return ExecResult(error="empty query"), 0
         if self._worker is None or not self._worker.alive:
             self._worker = _Worker(self.max_memory)
-        request = (db_path, sql, self.timeout_s, self.max_rows, self.max_result_bytes)
-        reply = self._worker.ask(request, self.timeout_s + KILL_GRACE_S)
+        request = (db_path, sql, timeout_s, self.max_rows, self.max_result_bytes)
+        reply = self._worker.ask(request, timeout_s + KILL_GRACE_S)
         if isinstance(reply, str):
             return ExecResult(error=reply), 0
         rows, error, truncated, nbytes = reply
         return ExecResult(rows=rows, error=error, truncated=truncated), nbytes
 
-    def _remember(self, key: tuple[str, str], result: ExecResult, nbytes: int) -> None:
+    def _remember(self, key: tuple[str, str, float], result: ExecResult, nbytes: int) -> None:
         """Cache a result, evicting the least recently used; one result may take at most an eighth of the
         byte budget, so that a single large result cannot flush the whole cache."""
         if self.cache_size <= 0 or nbytes > self.cache_bytes // 8:

@@ -30,6 +30,10 @@ from .sandbox import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, SQLExecutor
 from .spider import SPIDER_FILES, load_bird, load_spider_split
 from .synthetic import synthetic_sql
 
+#: seconds a gold query may run: the dataset's SQL, not the policy's, so a timeout there would say the machine was
+#: busy, not that the gold is broken, yet turn every response of its group into "judges nothing"
+GOLD_TIMEOUT_S = 10.0
+
 #: how each verifier's Z block is written; the label tells the model what the text is
 Z_TEMPLATES = {
     "format": "Required format: {}",
@@ -53,7 +57,11 @@ def _example(prompts: list, i: int, columns: dict) -> dict:
 
 
 class TextToSQL(Task):
-    """The text-to-SQL task (paper §4): Spider-format data, three rewards, optional sub-verifiers."""
+    """The text-to-SQL task (paper §4): Spider-format data, three rewards, optional sub-verifiers.
+
+    ``timeout_s`` is the sandbox's budget for the policy's SQL (a query over it is not executable);
+    ``gold_timeout_s`` the budget of the gold query execution_match compares with (``GOLD_TIMEOUT_S``).
+    """
 
     name = "sql"
     answer_rewards = ("execution_match",)
@@ -82,6 +90,7 @@ class TextToSQL(Task):
         sub_verifiers: bool = False,
         rewards: str = "default",
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        gold_timeout_s: float = GOLD_TIMEOUT_S,
         max_rows: int = DEFAULT_MAX_ROWS,
         db_cache_dir: str | Path | None = None,
     ):
@@ -91,6 +100,7 @@ class TextToSQL(Task):
         execution = ("execution_match",) if rewards == "default" else ()
         self.reward_names = ("format", "executable") + execution + (SUB_VERIFIERS if self.sub_verifiers else ())
         self.executor = SQLExecutor(timeout_s=timeout_s, max_rows=max_rows)
+        self.gold_timeout_s = gold_timeout_s
         self.db_cache_dir = Path(db_cache_dir) if db_cache_dir else cache_root() / "sql_dbs"
 
     # ---- per-response checks: (completion, example) -> reward; exceptions are caught by safe_reward
@@ -102,7 +112,7 @@ class TextToSQL(Task):
         return float(sql is not None and self.executor.run(example["db_path"], sql).ok)
 
     def _check_execution_match(self, completion: Any, example: dict) -> float | None:
-        gold = self.executor.run(example["db_path"], example["gold_sql"])
+        gold = self.executor.run(example["db_path"], example["gold_sql"], timeout_s=self.gold_timeout_s)
         if not gold.ok:
             return None  # a broken gold query judges nothing
         sql = answer_sql(completion_text(completion))
