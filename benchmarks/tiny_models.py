@@ -12,7 +12,8 @@ only or a region is missing from some responses, so that a figure rests on fewer
   replay); q_t = sqrt(JS/ln 2). Check-region ratio (PAPER.md §7, ``diagnostics.check_region_ratio``) =
   (sum q inside the region the verifier reads / sum q) / (tokens inside / tokens), pooled over responses
   (target >= 3); also the region's share of the shift and of the tokens, and the concentration (tokens holding
-  80%, mean over responses); for a region holding more than half the tokens, whose ratio cannot reach 3, the ratio
+  80%, mean over responses); where what a reward checks varies (``Task.reward_label``: instruction following's
+  slots hold different constraint types) also per label, e.g. ``localisation_type/startend:end_checker``; for a region holding more than half the tokens, whose ratio cannot reach 3, the ratio
   outside it, (1 - shift share) / (1 - token share) (``diagnostics.outside_ratio``; issue 12: target <= 0.5);
 * specificity (issue 18): on the same responses, the median correlation over tokens of two rewards' q profiles
   (target <= 0.3: reward-specific), and of each q profile with the sampling policy's token entropy;
@@ -219,25 +220,28 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
                 continue
             qk = q[j, k, : len(ids[j])]
             inside = torch.tensor(D.in_region(spans, regions[name]))
-            a = acc.setdefault(name, {c: [] for c in ("shift_inside", "shift_total", "tokens_inside", "tokens_total", "prompt", "conc")})
-            for c, v in zip(a, (qk[inside].sum().item(), qk.sum().item(), int(inside.sum()), len(qk), i, D.concentration(qk))):
-                a[c].append(v)
+            # per reward, and per what it checks where that varies (instruction following: the constraint type)
+            label = task.reward_label(name, rows[i])
+            for key in (("localisation", name),) + ((("localisation_type", label),) if label != name else ()):
+                a = acc.setdefault(key, {c: [] for c in ("shift_inside", "shift_total", "tokens_inside", "tokens_total", "prompt", "conc")})
+                for c, v in zip(a, (qk[inside].sum().item(), qk.sum().item(), int(inside.sum()), len(qk), i, D.concentration(qk))):
+                    a[c].append(v)
     group = entropy.shape[1]
     counts = (f"{len(picked)} responses ({len(picked) / len(rows):.3g} of each group of {group}, {len(rows)} prompts) "
               f"replayed, {forwards} sequences")
-    for k, a in acc.items():
+    for (figure, k), a in sorted(acc.items()):
         ratio, outside = D.check_region_ratio(a), D.outside_ratio(a)
         se_ratio, se_outside = D.region_ratios_se(a, a["prompt"], n_boot)
         shift_share, tok_share = D.pooled_shares(a)
         conc, se_conc, n_conc = stats.clustered_mean_se(a["conc"], a["prompt"])
-        out.append(criterion_row(f"localisation/{k}", ratio, se_ratio, 3.0, ratio >= 3.0,
+        out.append(criterion_row(f"{figure}/{k}", ratio, se_ratio, 3.0, ratio >= 3.0,
                                  f"shift share {shift_share:.3f} on token share {tok_share:.3f}; concentration(80%) "
                                  f"{conc:.3f} ± {se_conc:.3f} over {n_conc} responses with shift; "
                                  f"{len(a['prompt'])} responses with the region{fewer(len(a['prompt']))}; {counts}"))
         if tok_share > 0.5:
             # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows
             # localisation is how little of the shift lands outside it
-            out.append(criterion_row(f"localisation_out/{k}", outside, se_outside, "<= 0.5", outside <= 0.5,
+            out.append(criterion_row(f"{figure}_out/{k}", outside, se_outside, "<= 0.5", outside <= 0.5,
                                      f"shift share outside {1 - shift_share:.3f} on token share outside {1 - tok_share:.3f}"))
     h = torch.stack([entropy[i, g, :T] for i, g in picked]) * mask  # T <= generated positions
     spec = specificity(q, mask, need & (q.sum(-1) > 0), h)
@@ -299,8 +303,8 @@ def learning(task_name: str, seeds=(0, 1, 2)) -> list[dict]:
 
 
 #: the criteria a measurement (``measure``) writes: a new one replaces all of its task's (of its dial setting)
-MEASURED = ("variance/", "localisation/", "localisation_out/", "specificity/", "reading/", "reading_hidden/",
-            "budget/build_seconds")
+MEASURED = ("variance/", "localisation/", "localisation_out/", "localisation_type/", "localisation_type_out/",
+            "specificity/", "reading/", "reading_hidden/", "budget/build_seconds")
 
 
 def write(rows: list[dict], path: Path = RESULTS, replaces: tuple[str, ...] = ()) -> None:

@@ -319,7 +319,8 @@ def with_se(frame: pd.DataFrame, pairs: dict[str, str], digits: int = 3) -> pd.D
 def dial_frame(criteria: pd.DataFrame) -> pd.DataFrame:
     """The dial rows of a ``tiny_models.csv`` frame, tidy: criterion ``dial/<setting>/<figure>/<reward>`` ->
     columns ``task``, ``setting`` (float: the gated-noise rate, ``tiny.DIAL_SETTINGS``), ``figure``
-    (``localisation``, ``localisation_out``, ``variance``, ``reading``, ``reading_hidden``, ``specificity``,
+    (``localisation``, ``localisation_out``, ``localisation_type``, ``localisation_type_out`` (per constraint type:
+    instruction following), ``variance``, ``reading``, ``reading_hidden``, ``specificity``,
     ``budget``), ``reward`` (the reward's name; ``cross_reward_corr`` and ``build_seconds`` for the last two),
     ``value`` and ``se`` (float; se NaN where the frame has none), ``target``, ``met`` (bool), ``notes``; sorted
     by task, setting, figure, reward. Other rows are left out."""

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import torch
 import pytest
 
 from mrtpo import report, tiny
@@ -196,3 +197,38 @@ def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_pa
     bench.write(rows[:1], out, tuple(f"dial/0.5/{c}" for c in bench.MEASURED))
     left = pd.read_csv(out)
     assert sorted(zip(left["task"], left["criterion"])) == sorted((r["task"], r["criterion"]) for r in rows[:1] + other)
+
+
+def test_localisation_is_also_reported_per_label(monkeypatch, tmp_path):
+    """Where what a reward checks varies by example (``Task.reward_label``; instruction following: the constraint
+    type), ``replayed`` adds rows ``localisation_type/<label>`` pooling that label's responses; one label's row
+    equals the reward's own when every response has that label."""
+    from transformers import AutoModelForCausalLM
+
+    from mrtpo.tokenizer import load_tokenizer
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    monkeypatch.setitem(TASKS, "repeat", "toy_task:RepeatWord")
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
+    bench = load(ROOT / "benchmarks" / "tiny_models.py", "tiny_models_bench")
+    path = tiny.tiny_base("repeat", size="smoke")
+    tok, model = load_tokenizer(path), AutoModelForCausalLM.from_pretrained(path).eval()
+    task = get_task("repeat")
+    rows = list(task.synthetic(4, seed=1, split="test"))
+    texts = [task.reference_response(r) for r in rows]
+    samples = [[(tok(t, add_special_tokens=False).input_ids, t)] for t in texts]  # one teacher-forced "sample" each
+    entropy = torch.zeros(len(rows), 1, max(len(s[0][0]) for s in samples))
+    picked = [(i, 0) for i in range(len(rows))]
+
+    def by_word(name, example):
+        return example["word"] if name == "match" else name
+
+    monkeypatch.setattr(type(task), "reward_label", staticmethod(by_word))
+    out = {r["criterion"]: r for r in bench.replayed(model, tok, task, rows, samples, entropy, picked, n_boot=20)}
+    words = {r["word"] for r in rows}
+    assert {c for c in out if c.startswith("localisation_type/")} == {f"localisation_type/{w}" for w in words}
+    assert "localisation_type/format" not in out  # a reward whose label is its name has no second row
+
+    monkeypatch.setattr(type(task), "reward_label", staticmethod(lambda name, example: "all" if name == "match" else name))
+    same = {r["criterion"]: r for r in bench.replayed(model, tok, task, rows, samples, entropy, picked, n_boot=20)}
+    assert same["localisation_type/all"]["value"] == same["localisation/match"]["value"]
