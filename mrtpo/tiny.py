@@ -97,6 +97,10 @@ class Recipe:
     robust_p: float = 0.0
     #: every corruption at its first candidate site, one site per noise kind (``warmup_data.FirstSite``)
     one_site: bool = False
+    #: a regular expression whose matches are removed from the reference ``<think>`` (after ``think_values``):
+    #: what the reasoning restates beyond the task's own values, e.g. instruction following's `` with 3 rules``,
+    #: a count the policy partly reads off the Z blocks, so that removing any block moved that token
+    think_drop: str = ""
     #: stage 2: continue the warm-up of this recipe's base (weights, tokenizer) instead of starting from
     #: scratch; same size, vocab_size and max_len, built with the same task and seed
     parent: Recipe | None = None
@@ -132,7 +136,7 @@ class Recipe:
 #: fields added after the first bases were built, with their defaults: ``recipe_hash`` includes them only
 #: when set away from these, so that every base built before they existed keeps its name
 OPTIONAL_FIELDS = {f.name: f.default for f in dataclasses.fields(Recipe)
-                   if f.name in ("copy_weight", "loo_blocks", "robust_p", "one_site", "parent")}
+                   if f.name in ("copy_weight", "loo_blocks", "robust_p", "one_site", "think_drop", "parent")}
 
 
 def default_recipe(task: Task, size: str = "tiny") -> Recipe:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import random
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,9 @@ def make_examples(task, recipe: Recipe, seed: int, words: list[str]) -> list[War
         response = task.reference_response(row)
         if not recipe.think_values and task.think_values is not None:
             response = task.think_values.sub("", response)
+        end = response.find("</think>")
+        if recipe.think_drop and end >= 0:
+            response = re.sub(recipe.think_drop, "", response[:end]) + response[end:]
         columns = {k: [v] for k, v in row.items() if k != "prompt"}
         z = task.z_blocks([row["prompt"]], [[{"role": "assistant", "content": response}]], **columns)[0]
         labels = {k: task.reward_label(k, row) for k in z}

@@ -33,7 +33,7 @@ def test_committed_runs_exist():
 
 
 #: the default recipes' hashes, computed on the code before the recipe gained optional fields (copy_weight,
-#: loo_blocks, robust_p, one_site, parent): seeds 0, 1, 2
+#: loo_blocks, robust_p, one_site, think_drop, parent): seeds 0, 1, 2
 DEFAULT_HASHES = {
     ("sql", "tiny"): ("8a33c97be6", "ee8e7e2369", "15e2e232a4"),
     ("sql", "smoke"): ("37477f07f0", "852642e3b1", "756c505a0b"),
@@ -59,9 +59,9 @@ def test_optional_recipe_fields_enter_the_hash_only_when_set():
     from mrtpo.tiny import OPTIONAL_FIELDS, Recipe, default_recipe, recipe_hash
 
     base = default_recipe(get_task("sql"))
-    assert set(OPTIONAL_FIELDS) == {"copy_weight", "loo_blocks", "robust_p", "one_site", "parent"}
+    assert set(OPTIONAL_FIELDS) == {"copy_weight", "loo_blocks", "robust_p", "one_site", "think_drop", "parent"}
     assert recipe_hash("sql", dataclasses.replace(base, copy_weight=1.0, robust_p=0), 0) == "8a33c97be6"
-    set_ = dict(copy_weight=4.0, loo_blocks=True, robust_p=0.5, one_site=True, parent=base)
+    set_ = dict(copy_weight=4.0, loo_blocks=True, robust_p=0.5, one_site=True, think_drop=" with \\d+ rules?", parent=base)
     hashes = {recipe_hash("sql", dataclasses.replace(base, **{k: v}), 0) for k, v in set_.items()}
     assert len(hashes) == len(set_) and "8a33c97be6" not in hashes
     # 4 from JSON and 4.0 are the same recipe

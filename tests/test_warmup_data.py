@@ -3,6 +3,7 @@ per reward and value-token weights."""
 
 import dataclasses
 import random
+import re
 
 import pytest
 import torch
@@ -148,3 +149,16 @@ def test_weighted_loss_with_unit_weights_is_the_mean_cross_entropy():
     wt = w[:, 1:].reshape(-1) * mask
     assert torch.allclose(tiny.weighted_lm_loss(logits, labels, w), (per * wt).sum() / wt.sum())
     assert wt.sum() == mask.sum() + 2
+
+
+def test_think_drop_removes_its_matches_from_the_reasoning_only():
+    """``Recipe.think_drop``: instruction following's rule count leaves the ``<think>``; the answer is untouched."""
+    task = get_task("if")
+    recipe = dataclasses.replace(tiny.default_recipe(task, "smoke"), n_train=8, random_value_frac=0.0)
+    words = W.pseudo_words(50, 0)
+    plain = W.make_examples(task, recipe, 0, words)
+    dropped = W.make_examples(task, dataclasses.replace(recipe, think_drop=r" with \d+ rules?"), 0, words)
+    assert all(" rules</think>" in e.response for e in plain)
+    for a, b in zip(plain, dropped):
+        think, answer = a.response.split("</think>")
+        assert b.response == re.sub(r" with \d+ rules?", "", think) + "</think>" + answer != a.response
