@@ -273,19 +273,24 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
     (solid; black line: 1, no better than uniform) and, where its region holds more than half the tokens, its ratio
     outside the region (dashed; lower is more localised); the cross-reward correlation of the relevance profiles
     (black line: 0.3, reward-specific below); each answer reward's reading gain (success with Z minus without:
-    solid on the held-out prompts, dashed where the needed fact is only in Z). Bars: ± one standard error, where
-    the frame has one (``se``). A dotted line marks the default setting."""
+    solid on the held-out prompts, dashed where the needed fact is only in Z); where the frame has them, a fourth: the
+    check-region ratio per constraint type (``localisation_type``; instruction following's slots pool types). Bars:
+    ± one standard error, where the frame has one (``se``). A dotted line marks the default setting."""
     if frame.empty:
         return empty(f"no dial rows{' for ' + title if title else ''}")
     panels = [("check-region ratio", {"localisation": "-", "localisation_out": "--"}, 1.0),
               ("cross-reward correlation", {"specificity": "-"}, 0.3),
               ("reading gain", {"reading": "-", "reading_hidden": "--"}, 0.0)]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    colours = dict(zip(sorted(frame["reward"].unique()), sns.color_palette("tab10", frame["reward"].nunique())))
+    if frame["figure"].eq("localisation_type").any():
+        panels.append(("check-region ratio per type", {"localisation_type": "-", "localisation_type_out": "--"}, 1.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.8))
+    rewards = sorted(frame["reward"].unique())
+    colours = dict(zip(rewards, sns.color_palette("tab10" if len(rewards) <= 10 else "tab20", len(rewards))))
     for ax, (ylabel, styles, reference) in zip(axes, panels):
         for (figure, reward), g in frame[frame["figure"].isin(list(styles))].groupby(["figure", "reward"]):
             g = g.sort_values("setting")
-            label = {"localisation_out": f"{reward} (outside)", "reading_hidden": f"{reward} (fact only in Z)"}.get(figure, reward)
+            label = {"localisation_out": f"{reward} (outside)", "localisation_type_out": f"{reward} (outside)",
+                     "reading_hidden": f"{reward} (fact only in Z)"}.get(figure, reward)
             ax.plot(g["setting"], g["value"], styles[figure], marker="o", color=colours[reward], label=label)
             if "se" in g:  # ± one standard error, where the row has one
                 with_se = g[g["se"].notna()]
@@ -297,7 +302,7 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
         ax.set_xlabel("dial setting (gated-noise rate)")
         ax.set_ylabel(ylabel)
         if len(ax.get_legend_handles_labels()[0]) > 1:
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=6 if len(ax.get_legend_handles_labels()[0]) > 6 else 8)
     fig.suptitle(f"{title}: the dial (dotted: the default setting)" if title else "the dial (dotted: the default setting)")
     fig.tight_layout()
     return fig

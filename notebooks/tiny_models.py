@@ -78,7 +78,10 @@ plots.save(fig, "tiny_models")
 # exactly as the default base above, into the rows `dial/<setting>/<criterion>` of `results/tiny_models.csv`; the
 # figures and tables below are drawn from those rows. For a region holding more than half the response's tokens
 # the ratio cannot exceed 1 / its token share, so its ratio *outside* the region (dashed) shows the localisation
-# instead. The checks: at the lowest setting the ratio within 1.0 ± 0.2, at the highest at least the default's.
+# instead. Instruction following scores a response per constraint *slot*, and a slot holds a different constraint
+# type from prompt to prompt (a title here, a lowercase rule there), so a fourth panel and the rows
+# `localisation_type/<type>` give the ratio per constraint type as well.
+# The checks: at the lowest setting the ratio within 1.0 ± 0.2, at the highest at least the default's.
 # Error bars and the ± in the tables are one standard error, where the rows have one.
 # The [dose-response page](dose_response.ipynb) trains GDPO and MRTPO on these bases and sets each setting's gain
 # against the localisation measured here.

@@ -165,6 +165,10 @@ def test_dial_figure_draws_from_the_rows(tmp_path):
     assert sorted(series[0]) == [("execution_match", 1), ("execution_match (outside)", 3), ("format", 3)]
     assert series[1:] == [[("cross_reward_corr", 1)], [("execution_match (fact only in Z)", 1)]]
     assert plots.dial(dial[dial["task"] == "tool"], 0.5, title="tool").axes[0].texts  # "no dial rows for tool"
+    # per-type rows (instruction following) get a fourth panel
+    typed = pd.concat([dial, dial[dial["figure"] == "localisation"].assign(figure="localisation_type", reward="keywords:existence")])
+    fig = plots.dial(typed[typed["task"] == "sql"], 0.5, title="sql")
+    assert len(fig.axes) == 4 and [line.get_label() for line in fig.axes[3].lines if line.get_marker() == "o"] == ["keywords:existence"]
 
 
 def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_path):
