@@ -267,10 +267,11 @@ def recipe_changes(task, recipe: dict) -> dict:
     return out
 
 
-def measure_dial(task_name: str, setting: float, **kwargs) -> list[dict]:
-    """``measure`` of the dial base at ``setting`` (``tiny.dial_recipe``), criteria ``dial/<setting>/<criterion>``;
+def measure_dial(task_name: str, setting: float, options: dict | None = None, **kwargs) -> list[dict]:
+    """``measure`` of the dial base at ``setting`` (``tiny.dial_recipe``; ``options``: Recipe fields that change
+    its stage 2, e.g. ``{"think_drop": ...}`` for a second mix), criteria ``dial/<setting>/<criterion>``;
     ``kwargs`` as ``measure``'s."""
-    recipe = dial_recipe(get_task(task_name), setting, size=kwargs.get("size", "tiny"))
+    recipe = dial_recipe(get_task(task_name), setting, size=kwargs.get("size", "tiny"), **(options or {}))
     return [{**r, "criterion": f"dial/{setting:g}/{r['criterion']}"} for r in measure(task_name, recipe=recipe, **kwargs)]
 
 
@@ -342,7 +343,13 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="GDPO seeds for --learning")
     ap.add_argument("--dial", type=float, nargs="*", metavar="SETTING",
                     help=f"measure the dial bases (built when absent) instead: these settings, or all {DIAL_SETTINGS}")
+    ap.add_argument("--recipe", type=json.loads, default=None, metavar="JSON",
+                    help="with --dial: Recipe fields that change the dial's stage 2 (a second mix), e.g. "
+                         "'{\"think_drop\": \" with \\\\d+ rules?\"}'; needs an --out other than results/tiny_models.csv, "
+                         "whose dial rows are the dial's own recipe")
     args = ap.parse_args()
+    if args.recipe is not None and (args.dial is None or args.out.resolve() == RESULTS.resolve()):
+        ap.error("--recipe changes the dial's recipe: give --dial and an --out other than results/tiny_models.csv")
 
     def emit(rows: list[dict], replaces: tuple[str, ...] = ()) -> None:
         for r in rows:
@@ -356,7 +363,7 @@ def main() -> None:
             emit(learning(t, tuple(args.seeds)))
         elif args.dial is not None:
             for setting in args.dial or DIAL_SETTINGS:  # written one by one: each setting is a build and a measurement
-                emit(measure_dial(t, setting, **kw), tuple(f"dial/{setting:g}/{c}" for c in MEASURED))
+                emit(measure_dial(t, setting, args.recipe, **kw), tuple(f"dial/{setting:g}/{c}" for c in MEASURED))
         else:
             emit(measure(t, **kw), MEASURED)
     if not args.learning and args.dial is None:

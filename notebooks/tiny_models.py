@@ -111,3 +111,25 @@ for task in TASKS:
     recipes = rows[rows["figure"] == "budget"].set_index("setting")[["value", "notes"]]
     with pd.option_context("display.max_colwidth", None):  # the recipe and base of each setting, whole
         display(recipes.rename(columns={"value": "build seconds (stage 2)", "notes": "base and recipe"}))
+
+# %% [markdown]
+# ## A second mix: instruction following's reasoning without the rule count
+#
+# Per token, the instruction-following dial bases put much of every constraint's shift on one token no checker
+# reads: the reference `<think>` says "a note about X with N rules", and the policy partly counts the Z blocks to
+# write N, so removing *any* block moves it. The second mix is the default dial's stage 2 at 0.5 with that count
+# removed from the reasoning (`Recipe.think_drop`), everything else equal; it is measured exactly as the dial
+# (`python benchmarks/tiny_models.py --tasks if --dial 0.5 --recipe '{"think_drop": " with \\d+ rules?"}' --out
+# results/testbed/if_dial_think_drop.csv`). Below, each figure of the two mixes side by side.
+
+# %%
+from mrtpo.paths import SHIPPED
+
+second = SHIPPED / "testbed" / "if_dial_think_drop.csv"
+_, mix = report.tiny_models(second)
+keys = ["task", "setting", "figure", "reward"]
+pair = dial[dial["task"].eq("if") & dial["setting"].isin(mix["setting"])].merge(mix, on=keys, suffixes=("", " second"))
+pair = pair[pair["figure"] != "budget"].rename(columns={"value": "default mix", "se": "default se",
+                                                       "value second": "without the rule count", "se second": "second se"})
+display(report.with_se(pair[keys + ["default mix", "default se", "without the rule count", "second se", "target"]],
+                       {"default mix": "default se", "without the rule count": "second se"}).set_index(keys))

@@ -182,6 +182,10 @@ def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_pa
     budget = next(r for r in rows if r["criterion"] == "dial/0.5/budget/build_seconds")
     dial_base = tiny.tiny_path("repeat", recipe=tiny.dial_recipe(get_task("repeat"), 0.5, size="smoke"))
     assert f"base {dial_base.name}, stage 2 of repeat-smoke-0-" in budget["notes"] and '"robust_p": 0.5' in budget["notes"]
+    # a second mix: the same setting with a changed stage 2 is another base, its change in the notes
+    second = bench.measure_dial("repeat", 0.5, {"think_drop": "copy"}, n_prompts=2, group=2, max_new_tokens=16, size="smoke")
+    notes = next(r for r in second if r["criterion"] == "dial/0.5/budget/build_seconds")["notes"]
+    assert dial_base.name not in notes and '"think_drop": "copy"' in notes
     out = tmp_path / "tiny_models.csv"
     bench.write(rows, out)
     bench.write(rows[:1], out)  # replaced by key, not appended
