@@ -335,11 +335,19 @@ def dial_frame(criteria: pd.DataFrame) -> pd.DataFrame:
     return out[columns].sort_values(["task", "setting", "figure", "reward"]).reset_index(drop=True)
 
 
+def breakable(labels: pd.Series) -> pd.Series:
+    """Constraint types shown with a space after their ':' (``keywords: existence``), where a narrow page may wrap
+    them (a name such as ``length_constraints:nth_paragraph_first_word`` is one word a table cannot break)."""
+    return labels.astype(str).str.replace(":", ": ", regex=False)
+
+
 def dial_table(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """One task's dial figures (a :func:`dial_frame` of one task) for display: a row per (figure, reward), a column
-    per setting, cells ``value ± se`` (the value alone where there is no s.e.); build times left out."""
+    per setting, cells ``value ± se`` (the value alone where there is no s.e.); build times left out; constraint
+    types :func:`breakable`."""
     rows = frame[frame["figure"] != "budget"].assign(
-        shown=lambda f: [estimate(v, s, digits, no_spread=None) for v, s in zip(f["value"], f["se"])])
+        shown=lambda f: [estimate(v, s, digits, no_spread=None) for v, s in zip(f["value"], f["se"])],
+        reward=lambda f: breakable(f["reward"]))
     return rows.pivot_table(index=["figure", "reward"], columns="setting", values="shown", aggfunc="first").fillna("—")
 
 

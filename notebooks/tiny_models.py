@@ -131,5 +131,6 @@ keys = ["task", "setting", "figure", "reward"]
 pair = dial[dial["task"].eq("if") & dial["setting"].isin(mix["setting"])].merge(mix, on=keys, suffixes=("", " second"))
 pair = pair[pair["figure"] != "budget"].rename(columns={"value": "default mix", "se": "default se",
                                                        "value second": "without the rule count", "se second": "second se"})
-display(report.with_se(pair[keys + ["default mix", "default se", "without the rule count", "second se", "target"]],
-                       {"default mix": "default se", "without the rule count": "second se"}).set_index(keys))
+shown = report.with_se(pair.assign(reward=report.breakable(pair["reward"])),
+                       {"default mix": "default se", "without the rule count": "second se"})
+display(shown[["figure", "reward", "default mix", "without the rule count", "target"]].set_index(["figure", "reward"]))
