@@ -298,11 +298,15 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
                             elinewidth=1, capsize=3)
         ax.axhline(reference, color="black", lw=1)
         ax.axvline(default, color="grey", ls=":", lw=1)
+        if "localisation_type" in styles:  # types span 0.5 to 15: a log scale keeps the ones near 1 readable
+            ax.set_yscale("log")
         ax.set_xticks(sorted(frame["setting"].unique()))
         ax.set_xlabel("dial setting (gated-noise rate)")
         ax.set_ylabel(ylabel)
-        if len(ax.get_legend_handles_labels()[0]) > 1:
-            ax.legend(fontsize=6 if len(ax.get_legend_handles_labels()[0]) > 6 else 8)
+        if len(ax.get_legend_handles_labels()[0]) > 6:  # many lines: the legend beside the panel, not over them
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        elif len(ax.get_legend_handles_labels()[0]) > 1:
+            ax.legend(fontsize=8)
     fig.suptitle(f"{title}: the dial (dotted: the default setting)" if title else "the dial (dotted: the default setting)")
     fig.tight_layout()
     return fig
