@@ -168,7 +168,8 @@ DIAL_SMOKE_STEPS = dict(steps=4, warmup_steps=1)
 
 def dial_recipe(task: Task, setting: float = DIAL_DEFAULT, size: str = "tiny", **options) -> Recipe:
     """The recipe of the dial base at ``setting``: a stage 2 (``Recipe.parent``) of ``default_recipe(task, size)``
-    with ``DIAL_STAGE2`` (``options``: Recipe fields that replace it, e.g. ``robust_p=0.0`` for a control) in which
+    with ``DIAL_STAGE2`` and the task's ``Task.dial_options`` (``options``: Recipe fields that replace them, e.g.
+    ``robust_p=0.0`` for a control) in which
     every gated noise kind of ``Task.warmup_noise`` (``Noise.gated``: kinds gated on a block, and ``constraint``)
     has rate ``setting``, its gate unchanged; an ungated kind keeps its rate. Everything else is the parent's.
 
@@ -178,7 +179,7 @@ def dial_recipe(task: Task, setting: float = DIAL_DEFAULT, size: str = "tiny", *
         raise ValueError(f"a dial setting is a noise rate in [0, 1]; got {setting} (the settings: {DIAL_SETTINGS})")
     parent = default_recipe(task, size)
     noise = tuple(Noise(n.kind, setting, n.gate) if n.gated else n for n in task.warmup_noise)
-    stage2 = {**DIAL_STAGE2, **(DIAL_SMOKE_STEPS if size == "smoke" else {}), **options}
+    stage2 = {**DIAL_STAGE2, **task.dial_options, **(DIAL_SMOKE_STEPS if size == "smoke" else {}), **options}
     return dataclasses.replace(parent, parent=parent, noise=noise, **stage2)
 
 

@@ -80,7 +80,9 @@ plots.save(fig, "tiny_models")
 # the ratio cannot exceed 1 / its token share, so its ratio *outside* the region (dashed) shows the localisation
 # instead. Instruction following scores a response per constraint *slot*, and a slot holds a different constraint
 # type from prompt to prompt (a title here, a lowercase rule there), so a fourth panel and the rows
-# `localisation_type/<type>` give the ratio per constraint type as well.
+# `localisation_type/<type>` give the ratio per constraint type as well. A task may set more of the stage 2
+# (`Task.dial_options`, shown beside its heading): instruction following's drops the rule count from the
+# reasoning, which the second mix below keeps.
 # The checks: at the lowest setting the ratio within 1.0 ± 0.2, at the highest at least the default's.
 # Error bars and the ± in the tables are one standard error, where the rows have one.
 # The [dose-response page](dose_response.ipynb) trains GDPO and MRTPO on these bases and sets each setting's gain
@@ -91,12 +93,13 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
 from mrtpo import tiny
-from mrtpo.tasks import TASKS
+from mrtpo.tasks import TASKS, get_task
 
 print(f"settings {tiny.DIAL_SETTINGS}, default {tiny.DIAL_DEFAULT}; every setting's stage 2: {tiny.DIAL_STAGE2}")
 for task in TASKS:
     rows = dial[dial["task"] == task]
-    display(Markdown(f"### {task}"))
+    options = get_task(task).dial_options
+    display(Markdown(f"### {task}" + (f" (its stage 2 also sets `{options}`)" if options else "")))
     if rows.empty:
         display(Markdown(f"`results/tiny_models.csv` has no dial rows for `{task}` yet "
                          f"(`python benchmarks/tiny_models.py --tasks {task} --dial` measures them)."))
@@ -113,24 +116,25 @@ for task in TASKS:
         display(recipes.rename(columns={"value": "build seconds (stage 2)", "notes": "base and recipe"}))
 
 # %% [markdown]
-# ## A second mix: instruction following's reasoning without the rule count
+# ## A second mix: instruction following's reasoning with the rule count
 #
-# Per token, the instruction-following dial bases put much of every constraint's shift on one token no checker
-# reads: the reference `<think>` says "a note about X with N rules", and the policy partly counts the Z blocks to
-# write N, so removing *any* block moves it. The second mix is the default dial's stage 2 at 0.5 with that count
-# removed from the reasoning (`Recipe.think_drop`), everything else equal; it is measured exactly as the dial
-# (`python benchmarks/tiny_models.py --tasks if --dial 0.5 --recipe '{"think_drop": " with \\d+ rules?"}' --out
-# results/testbed/if_dial_think_drop.csv`). Below, each figure of the two mixes side by side.
+# The instruction-following reference `<think>` says "a note about X with N rules", and the policy partly counts the
+# Z blocks to write N, so removing *any* block moves that one token, which no checker reads. The dial above drops
+# the count (`Task.dial_options`); the second mix is the same dial with the count kept (`think_drop=""`),
+# everything else equal, and is measured exactly as the dial (`python benchmarks/tiny_models.py --tasks if --dial
+# --recipe '{"think_drop": ""}' --out results/testbed/if_dial_with_count.csv`). Below, the figures the count
+# moves (where the shift lands; reading and variance are in the file) of the two mixes side by side, at every
+# setting both have.
 
 # %%
 from mrtpo.paths import SHIPPED
 
-second = SHIPPED / "testbed" / "if_dial_think_drop.csv"
+second = SHIPPED / "testbed" / "if_dial_with_count.csv"
 _, mix = report.tiny_models(second)
 keys = ["task", "setting", "figure", "reward"]
 pair = dial[dial["task"].eq("if") & dial["setting"].isin(mix["setting"])].merge(mix, on=keys, suffixes=("", " second"))
-pair = pair[pair["figure"] != "budget"].rename(columns={"value": "default mix", "se": "default se",
-                                                       "value second": "without the rule count", "se second": "second se"})
+pair = pair[pair["figure"].str.startswith("localisation") | pair["figure"].eq("specificity")].rename(columns={"value": "dial", "se": "dial se",
+                                                       "value second": "with the rule count", "se second": "second se"})
 shown = report.with_se(pair.assign(reward=report.breakable(pair["reward"])),
-                       {"default mix": "default se", "without the rule count": "second se"})
-display(shown[["figure", "reward", "default mix", "without the rule count", "target"]].set_index(["figure", "reward"]))
+                       {"dial": "dial se", "with the rule count": "second se"})
+display(shown[["setting", "figure", "reward", "dial", "with the rule count", "target"]].set_index(["setting", "figure", "reward"]))

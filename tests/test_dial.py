@@ -59,8 +59,9 @@ def test_the_dial_turns_every_gated_noise_and_nothing_else(task):
         recipe = tiny.dial_recipe(t, d)
         assert recipe.noise == tuple(Noise(n.kind, d, n.gate) for n in t.warmup_noise)  # every kind is gated today
         assert all(n.gated for n in t.warmup_noise)
-        same = {f.name for f in dataclasses.fields(recipe)} - {"noise", "parent", *tiny.DIAL_STAGE2}
+        same = {f.name for f in dataclasses.fields(recipe)} - {"noise", "parent", *tiny.DIAL_STAGE2, *t.dial_options}
         assert all(getattr(recipe, k) == getattr(default, k) for k in same)
+        assert all(getattr(recipe, k) == v for k, v in {**tiny.DIAL_STAGE2, **t.dial_options}.items())
         assert recipe.parent == default and recipe.max_len == default.max_len
     assert len({tiny.recipe_hash(task, tiny.dial_recipe(t, d), 0) for d in tiny.DIAL_SETTINGS}) == len(tiny.DIAL_SETTINGS)
     # an option replaces the dial's default (a control), the smoke size is a few steps
@@ -68,6 +69,16 @@ def test_the_dial_turns_every_gated_noise_and_nothing_else(task):
     assert tiny.dial_recipe(t, 0.5, size="smoke").steps < 10
     with pytest.raises(ValueError, match="noise rate in"):
         tiny.dial_recipe(t, 5)
+
+
+def test_instruction_following_dial_drops_the_rule_count():
+    """IF's ``dial_options``: every setting's stage 2 without the reasoning's rule count; the base at 0.5 is the
+    one measured as the second mix before it became the dial (results/testbed/attempts.md), and the mix with the
+    count (``think_drop=""``) is the earlier dial's base."""
+    t = get_task("if")
+    assert t.dial_options == {"think_drop": r" with \d+ rules?"} and get_task("sql").dial_options == {}
+    assert tiny.recipe_hash("if", tiny.dial_recipe(t, 0.5), 0) == "1fa4f9d951"
+    assert tiny.recipe_hash("if", tiny.dial_recipe(t, 0.5, think_drop=""), 0) == "c478e0a42d"
 
 
 def test_ungated_noise_keeps_its_rate():

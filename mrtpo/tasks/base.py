@@ -27,8 +27,8 @@ with a default here, so a new task is one file plus one line in ``TASKS``:
 * ``reward_sets``: the reward sets the runner may train with (``get_task(name, rewards=...)``; evaluation always
   scores with the default set);
 * ``paper_run`` / ``paper_models`` / ``tiny_completion_length`` / ``data_description``: the registry's entries;
-* ``warmup_noise``, ``warmup_max_len``, ``think_values``, ``corrupt(...)``: how a tiny base is warmed up
-  (``mrtpo.tiny``; corruptions in ``mrtpo.tasks.warmup``).
+* ``warmup_noise``, ``warmup_max_len``, ``think_values``, ``dial_options``, ``corrupt(...)``: how a tiny base is
+  warmed up (``mrtpo.tiny``; corruptions in ``mrtpo.tasks.warmup``).
 """
 
 from __future__ import annotations
@@ -148,6 +148,9 @@ class Task:
     warmup_max_len: int | None = None
     #: the part of the reference ``<think>`` that restates values (removed when a recipe has think_values=False)
     think_values: re.Pattern | None = None
+    #: ``Recipe`` fields this task's dial bases set on top of ``tiny.DIAL_STAGE2`` (e.g. a ``think_drop``): what
+    #: the task's references carry that would otherwise make one token shift for every block
+    dial_options: dict = {}
 
     @property
     def hidden_rewards(self) -> tuple[str, ...]:

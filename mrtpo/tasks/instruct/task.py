@@ -49,6 +49,10 @@ class InstructionFollowing(Task):
     tiny_completion_length = 160
     #: when block k is not shown, the warm-up target violates the constraint block k states
     warmup_noise = (Noise("constraint", 0.3),)
+    #: the dial's stage 2 drops the reasoning's rule count (`` with 3 rules``): a token the policy reads off every
+    #: block at once, it took a share of each constraint's shift (at dial 0.5 lowercase's ratio outside its region
+    #: fell from 0.85 to 0.21 without it, no comma's from 1.64 to 0.34; results/testbed/attempts.md)
+    dial_options = {"think_drop": r" with \d+ rules?"}
     #: a prompt with every constraint restated in Z reaches ~470 tokens and its reference ~150 (spaces are tokens)
     warmup_max_len = 640
 
