@@ -236,8 +236,7 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
         shift_share, tok_share = D.pooled_shares(a)
         conc, se_conc, n_conc = stats.clustered_mean_se(a["conc"], a["prompt"])
         out.append(criterion_row(f"{figure}/{k}", ratio, se_ratio, 3.0, ratio >= 3.0,
-                                 f"shift share {shift_share:.3f} on token share {tok_share:.3f}; concentration(80%) "
-                                 f"{conc:.3f} ± {se_conc:.3f} over {n_conc} responses with shift; "
+                                 f"{D.localisation_note(shift_share, tok_share, conc, se_conc, n_conc)}; "
                                  f"{len(a['prompt'])} responses with the region{fewer(len(a['prompt']))}; {counts}"))
         if tok_share > 0.5:
             # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows

@@ -12,6 +12,9 @@
   check-region ratio, of a set of responses (PAPER.md §7) — the one definition every page, benchmark and
   ``mrtpo diagnose`` uses; ``outside_ratio``, the same ratio outside the region; ``region_ratios_se``, the
   standard errors of both (a bootstrap over prompts).
+* ``localisation_note`` / ``read_localisation_notes``: the one text format of a localisation row's notes in
+  ``results/tiny_models.csv`` (the region's shares and the concentration), written by
+  ``benchmarks/tiny_models.py`` and read back by ``mrtpo.dose_response``.
 * ``record_entropies``: the sampling distribution's entropy at every generated position, read from the logits
   generation computes anyway (the trainer's entropy arm and ``mrtpo diagnose`` use it).
 """
@@ -19,6 +22,7 @@
 from __future__ import annotations
 
 import math
+import re
 from contextlib import contextmanager
 
 import numpy as np
@@ -115,6 +119,23 @@ def concentration(q, share: float = 0.8) -> float:
     """Fraction of tokens that hold ``share`` of ``sum q`` (``mrtpo.relevance.concentration`` for one response)."""
     q = torch.as_tensor(q, dtype=torch.float32)
     return float(relevance_concentration(q, torch.ones_like(q), share))
+
+
+#: what ``read_localisation_notes`` reads back of ``localisation_note``'s text
+_NOTE = re.compile(r"token share (?P<token_share>[0-9.]+); concentration\(80%\) (?P<concentration80>[0-9.]+)")
+
+
+def localisation_note(shift_share: float, token_share: float, concentration80: float, se: float, responses: int) -> str:
+    """The start of a localisation row's notes: the region's share of the shift and of the tokens (pooled), and the
+    mean concentration (share of tokens holding 80% of a response's shift) with its standard error."""
+    return (f"shift share {shift_share:.3f} on token share {token_share:.3f}; concentration(80%) "
+            f"{concentration80:.3f} ± {se:.3f} over {responses} responses with shift")
+
+
+def read_localisation_notes(notes: "pd.Series") -> "pd.DataFrame":
+    """Columns ``token_share`` and ``concentration80`` of notes that start as ``localisation_note`` writes them
+    (NaN where a note lacks them)."""
+    return notes.astype(str).str.extract(_NOTE).astype(float)
 
 
 def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":

@@ -24,13 +24,13 @@ point, i.e. a gain not clearly above ``diagnose.RULE_GAIN``.
 from __future__ import annotations
 
 import math
-import re
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from .diagnose import RULE_CONCENTRATION_X, RULE_GAIN, RULE_RATIO
+from .diagnostics import read_localisation_notes
 from .evidence import compare, finished, seeds_text
 from .report import answer_metric
 from .results import Run
@@ -39,15 +39,13 @@ from .results import Run
 DESIGN_SETTINGS, DESIGN_SEEDS = 4, 3
 #: settings with an interval (>= 2 shared seeds) below which no slope verdict is given
 MIN_SETTINGS = 3
-#: the localisation row's notes (``benchmarks/tiny_models.py``): "... on token share T; concentration(80%) C"
-_NOTES = re.compile(r"token share (?P<token_share>[0-9.]+); concentration\(80%\) (?P<concentration80>[0-9.]+)")
 
 
 def reward_localisation(dial: pd.DataFrame) -> pd.DataFrame:
     """Per task, setting and reward of a ``report.dial_frame``: the check-region ratio, the region's token share
     and the concentration (read from the ``localisation`` rows and their notes; NaN where the notes lack them)."""
     rows = dial[dial["figure"] == "localisation"]
-    parsed = rows["notes"].astype(str).str.extract(_NOTES).astype(float)
+    parsed = read_localisation_notes(rows["notes"])
     out = rows[["task", "setting", "reward"]].assign(ratio=rows["value"].astype(float), **parsed)
     return out.reset_index(drop=True)
 

@@ -145,3 +145,14 @@ def test_the_figure_draws_gains_against_the_ratio_and_marks_settings_without_run
     assert plots.dose_response(pd.DataFrame(columns=sql.table.columns)).axes[0].texts  # "no dial settings ..."
     tool = D.dose_response("tool", {}, loc, settings=(0.0, 0.2)).table
     assert [t.get_text() for t in plots.dose_response(tool).axes[0].texts] == ["no measured ratio for dial 0, 0.2"]
+
+
+def test_localisation_notes_read_back_what_the_benchmark_writes():
+    """The notes' format has one home (``diagnostics.localisation_note``): what the benchmark writes, the analysis
+    reads; a note without the figures reads as NaN."""
+    from mrtpo import diagnostics
+
+    note = diagnostics.localisation_note(0.4567, 0.1234, 0.2109, 0.011, 198) + "; 198 responses with the region"
+    got = diagnostics.read_localisation_notes(pd.Series([note, "measured before concentrations were recorded"]))
+    assert got.loc[0, "token_share"] == 0.123 and got.loc[0, "concentration80"] == 0.211
+    assert got.loc[1].isna().all()
