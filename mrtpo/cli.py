@@ -27,6 +27,8 @@ examples:
   mrtpo runs --task sql                                       # table of finished run folders
   mrtpo plan --task sql --model 7b --gpus 8                   # paper-scale plan, no weights loaded
   mrtpo diagnose --task sql --model tiny --samples 256        # will MRTPO help? measured before training
+  mrtpo bases                                                 # the tiny bases the repository carries (bases/)
+  mrtpo bases --reproduce                                     # rebuild each and compare its weights (hours)
 
 Run folders: results/runs/<task>/<model>/<method>[-dial<d>][-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
 results/). Checkpoints and final weights: ~/.cache/mrtpo/work/<hash>/ ($MRTPO_CACHE). A run killed midway
@@ -191,6 +193,47 @@ def cmd_diagnose(args) -> None:
     print(f"{d['samples']} samples in {d['seconds']['total']:.0f} s; written to {out}")
 
 
+def cmd_bases(args) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from . import tiny
+    from .paths import cache_root
+    from .tiny import reproduce, ship, shipped_base, shipped_names
+
+    if args.ship:
+        for name in args.ship:
+            built = cache_root() / "models" / name
+            if not (built / "mrtpo_recipe.json").exists():
+                raise SystemExit(f"mrtpo: error: no built base {name} in {built.parent} (build it first, e.g. by a run)")
+            print(f"shipped {ship(built)}")
+        return
+    names = args.names or shipped_names()
+    if args.reproduce:
+        rows = []
+        with tempfile.TemporaryDirectory() as work:
+            for name in names:
+                try:
+                    r = reproduce(name, Path(work))
+                except ValueError as exc:
+                    raise SystemExit(f"mrtpo: error: {exc}") from None
+                rows.append(r)
+                print(f"{r['base']:28s} {'identical' if r['same'] else 'DIFFERENT'} weights; max |difference| "
+                      f"{r['max_abs_diff']:.3g}; rebuilt in {r['build_seconds']:.0f} s", flush=True)
+        if not all(r["same"] for r in rows):
+            sys.exit(1)
+        return
+    print(f"{len(names)} bases in {tiny.SHIPPED_BASES} (installed into the cache instead of built):")
+    for name in names:
+        path = shipped_base(name)
+        if path is None:
+            raise SystemExit(f"mrtpo: error: no shipped base {name!r} (the shipped ones: {', '.join(shipped_names())})")
+        meta = json.loads((path / "mrtpo_recipe.json").read_text())
+        size = sum(f.stat().st_size for f in path.iterdir()) / 2**20
+        stage = f"stage 2 of {meta['parent_base']}" if "parent_base" in meta else "from scratch"
+        print(f"  {name:28s} {size:5.1f} MiB  {stage}; built in {meta['build_seconds']:.0f} s")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtpo", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES,
@@ -233,6 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="diagnose the testbed's dial base at this gated-noise rate instead of the default base (tiny sizes)")
     p.add_argument("--out", default=None, help="JSON path (default results/diagnose/<task>-<model>[-dial<d>].json)")
     p.set_defaults(func=cmd_diagnose)
+
+    p = sub.add_parser("bases", help="list the tiny bases the repository carries; --reproduce rebuilds and compares them")
+    p.add_argument("names", nargs="*", help="base folder names (default: every shipped base)")
+    p.add_argument("--reproduce", action="store_true",
+                   help="rebuild each from its recorded recipe and compare the weights (exit 1 when any differs)")
+    p.add_argument("--ship", nargs="+", metavar="NAME", help="copy these built bases from the cache into bases/")
+    p.set_defaults(func=cmd_bases)
     return parser
 
 

@@ -51,9 +51,10 @@ def write_manifest(folder: str | Path) -> None:
     (folder / MANIFEST).write_text("".join(lines))
 
 
-def verify_manifest(folder: str | Path) -> None:
+def verify_manifest(folder: str | Path, remedy: str | None = None) -> None:
     """Raise ``RunFolderAltered`` naming the changed, missing and added files when ``folder`` differs from its
-    manifest; warn when it has none (written before manifests existed: it cannot be checked)."""
+    manifest (``remedy``: what to do, a run folder's by default); warn when it has none (written before manifests
+    existed: it cannot be checked)."""
     folder = Path(folder)
     manifest = folder / MANIFEST
     if not manifest.exists():
@@ -70,8 +71,9 @@ def verify_manifest(folder: str | Path) -> None:
     problems += [f"{name} (not in the manifest)" for name in current if name not in recorded]
     if problems:
         shown = ", ".join(problems[:6]) + (f" and {len(problems) - 6} more" if len(problems) > 6 else "")
-        raise RunFolderAltered(f"run folder {folder} was altered after it was written: {shown}. Restore its files "
-                               f"(for a committed folder: git checkout -- {folder}) or retrain it (mrtpo train ... --force)")
+        remedy = remedy or (f"Restore its files (for a committed folder: git checkout -- {folder}) or retrain it "
+                            "(mrtpo train ... --force)")
+        raise RunFolderAltered(f"{folder} was altered after it was written: {shown}. {remedy}")
 
 
 def check_writable(folder: str | Path, min_free: int = MIN_FREE_BYTES) -> None:

@@ -7,6 +7,8 @@
   ``../shared/data`` next to the repository.
 * ``SHIPPED``: files committed with the repository (the paper's numbers, benchmark tables); not a results
   root, because a run written elsewhere must still be compared with them.
+* ``SHIPPED_BASES``: tiny bases committed with the repository (``tiny.ship``), installed into the cache instead of
+  being built (``tiny.tiny_base``); ``make reproduce`` rebuilds them and compares.
 
 Functions, not constants: a test or notebook that sets a variable after import is honoured.
 """
@@ -19,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: committed measurement files: ``paper/`` (the paper's reported numbers), ``bench/``, ``tiny_models.csv``
 SHIPPED = ROOT / "results"
+#: committed tiny bases, one folder per base as in the cache (``<task>-<size>-<seed>-<recipe hash>``)
+SHIPPED_BASES = ROOT / "bases"
 
 
 def results_root() -> Path:

@@ -24,6 +24,10 @@ A recipe with a ``parent`` is a stage 2: its base continues the warm-up of the p
 tokenizer) with its own mix, so that a testbed base keeps what the parent learned (copying) while the
 second mix sets where Z matters. ``tiny_base`` builds (or reuses) the parent first. The dial bases
 (``dial_recipe``, ``DIAL_SETTINGS``) are such stage 2s, one per rate of the task's gated noise.
+
+Committed bases (``paths.SHIPPED_BASES``, ``ship``): a base the repository carries is copied into the cache, its
+files checked against their sha256 sums, instead of being built; ``reproduce`` rebuilds one from its recorded
+recipe and compares the weights (``make reproduce``).
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .paths import cache_root
+from .manifest import file_sums, verify_manifest, write_manifest
+from .paths import SHIPPED_BASES, cache_root
 from .tasks import get_task
 from .tasks.base import Noise, Task
 from .tokenizer import build_tokenizer, load_tokenizer
@@ -212,7 +217,7 @@ def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe 
     Cache: ``$MRTPO_CACHE/models/<task>-<size>-<seed>-<recipe hash>/`` (default ``~/.cache/mrtpo``), holding
     ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats). A stage 2
     (``recipe.parent``) builds or reuses its parent's base first, then continues it; ``force`` rebuilds this
-    stage only.
+    stage only. A base the repository carries (``shipped_base``) is copied in instead of built, unless ``force``.
     """
     task = get_task(task_name)
     recipe = recipe or default_recipe(task, size)
@@ -220,13 +225,65 @@ def tiny_base(task_name: str, size: str = "tiny", seed: int = 0, recipe: Recipe 
     if force and path.exists():
         shutil.rmtree(path)
     if not (path / "mrtpo_recipe.json").exists():
-        parent = tiny_base(task_name, seed=seed, recipe=recipe.parent) if recipe.parent is not None else None
+        shipped = None if force else shipped_base(path.name)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        build(task, recipe, seed, tmp, parent=parent)
+        if shipped is not None:
+            verify_manifest(shipped, remedy=f"Restore it (git checkout -- {shipped}) or delete that folder to build "
+                                            "the base here instead")
+            shutil.copytree(shipped, tmp)
+        else:
+            parent = tiny_base(task_name, seed=seed, recipe=recipe.parent) if recipe.parent is not None else None
+            build(task, recipe, seed, tmp, parent=parent)
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
     return path
+
+
+def shipped_base(name: str) -> Path | None:
+    """The repository's copy of the base folder ``name`` (``paths.SHIPPED_BASES``), or None."""
+    path = SHIPPED_BASES / name
+    return path if (path / "mrtpo_recipe.json").exists() else None
+
+
+def ship(base: Path) -> Path:
+    """Copy the built base folder ``base`` into ``paths.SHIPPED_BASES`` with a manifest of its files' sha256 sums
+    (its weights as built, float32: the runs trained from it keep their exact starting point)."""
+    out = SHIPPED_BASES / base.name
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(base, out, ignore=shutil.ignore_patterns(".*"))
+    write_manifest(out)
+    return out
+
+
+def reproduce(name: str, work: Path) -> dict:
+    """Rebuild the shipped base ``name`` under ``work`` from its recorded recipe and seed (its parent, if any,
+    taken as shipped or cached) and compare: ``same`` (weights file identical), ``max_abs_diff`` over the
+    parameters, the build's seconds."""
+    import torch
+    from safetensors.torch import load_file
+
+    shipped = shipped_base(name)
+    if shipped is None:
+        raise ValueError(f"no shipped base {name!r} under {SHIPPED_BASES} (the shipped ones: {shipped_names()})")
+    meta = json.loads((shipped / "mrtpo_recipe.json").read_text())
+    recipe = Recipe.from_dict(meta["recipe"])
+    if tiny_path(meta["task"], recipe.size, meta["seed"], recipe).name != name:
+        raise ValueError(f"{shipped}: its recorded recipe hashes to another name; the folder was renamed or edited")
+    parent = tiny_base(meta["task"], seed=meta["seed"], recipe=recipe.parent) if recipe.parent is not None else None
+    out = work / name
+    shutil.rmtree(out, ignore_errors=True)
+    built = build(get_task(meta["task"]), recipe, meta["seed"], out, parent=parent)
+    weights = "model.safetensors"
+    same = file_sums(out)[weights] == file_sums(shipped)[weights]
+    a, b = load_file(out / weights), load_file(shipped / weights)
+    diff = max(float((a[k].float() - b[k].float()).abs().max()) for k in b)
+    return {"base": name, "same": same, "max_abs_diff": diff, "build_seconds": built["build_seconds"]}
+
+
+def shipped_names() -> list[str]:
+    """Names of the bases the repository carries."""
+    return sorted(p.parent.name for p in SHIPPED_BASES.glob("*/mrtpo_recipe.json"))
 
 
 def build(task: Task, recipe: Recipe, seed: int, out: Path, log_every: int = 25, parent: Path | None = None) -> dict:
