@@ -83,7 +83,8 @@ plots.save(fig, "tiny_models")
 # `localisation_type/<type>` give the ratio per constraint type as well. A task may set more of the stage 2
 # (`Task.dial_options`, shown beside its heading): instruction following's drops the rule count from the
 # reasoning, which the second mix below keeps.
-# The checks: at the lowest setting the ratio within 1.0 ± 0.2, at the highest at least the default's.
+# The checks: at the lowest setting the ratio within 1.0 ± 0.2, at the highest at least the default's. Each
+# setting's recipe table says whether the repository carries its base (`bases/`, installed instead of built).
 # Error bars and the ± in the tables are one standard error, where the rows have one.
 # The [dose-response page](dose_response.ipynb) trains GDPO and MRTPO on these bases and sets each setting's gain
 # against the localisation measured here.
@@ -112,6 +113,8 @@ for task in TASKS:
     display(report.with_se(checks, {c: f"{c} se" for c in ("lowest", "default", "highest")}))
     display(report.dial_table(rows))
     recipes = rows[rows["figure"] == "budget"].set_index("setting")[["value", "notes"]]
+    base = recipes["notes"].str.extract(r"base (\S+),", expand=False)
+    recipes.insert(1, "committed", base.map(lambda name: "yes" if tiny.shipped_base(str(name)) else "no (built)"))
     with pd.option_context("display.max_colwidth", None):  # the recipe and base of each setting, whole
         display(recipes.rename(columns={"value": "build seconds (stage 2)", "notes": "base and recipe"}))
 
