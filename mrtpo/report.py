@@ -321,7 +321,8 @@ def dial_frame(criteria: pd.DataFrame) -> pd.DataFrame:
     columns ``task``, ``setting`` (float: the gated-noise rate, ``tiny.DIAL_SETTINGS``), ``figure``
     (``localisation``, ``localisation_out``, ``localisation_type``, ``localisation_type_out`` (per constraint type:
     instruction following), ``variance``, ``reading``, ``reading_hidden``, ``specificity``,
-    ``budget``), ``reward`` (the reward's name; ``cross_reward_corr`` and ``build_seconds`` for the last two),
+    ``learning``, ``budget``), ``reward`` (the reward's name; ``cross_reward_corr`` for specificity,
+    ``100_gdpo_steps`` for learning, ``build_seconds`` and ``100_step_<method>_seconds`` for budget),
     ``value`` and ``se`` (float; se NaN where the frame has none), ``target``, ``met`` (bool), ``notes``; sorted
     by task, setting, figure, reward. Other rows are left out."""
     parts = criteria["criterion"].astype(str).str.extract(r"^dial/(?P<setting>[^/]+)/(?P<figure>[^/]+)/(?P<reward>.+)$")
@@ -343,9 +344,9 @@ def breakable(labels: pd.Series) -> pd.Series:
 
 def dial_table(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """One task's dial figures (a :func:`dial_frame` of one task) for display: a row per (figure, reward), a column
-    per setting, cells ``value ± se`` (the value alone where there is no s.e.); build times left out; constraint
-    types :func:`breakable`."""
-    rows = frame[frame["figure"] != "budget"].assign(
+    per setting, cells ``value ± se`` (the value alone where there is no s.e.); the bases' build times left out (a
+    recipe table shows them), the RL runs' training times kept; constraint types :func:`breakable`."""
+    rows = frame[~(frame["figure"].eq("budget") & frame["reward"].eq("build_seconds"))].assign(
         shown=lambda f: [estimate(v, s, digits, no_spread=None) for v, s in zip(f["value"], f["se"])],
         reward=lambda f: breakable(f["reward"]))
     return rows.pivot_table(index=["figure", "reward"], columns="setting", values="shown", aggfunc="first").fillna("—")

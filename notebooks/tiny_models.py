@@ -112,7 +112,7 @@ for task in TASKS:
     checks = report.dial_checks(rows, tiny.DIAL_DEFAULT)
     display(report.with_se(checks, {c: f"{c} se" for c in ("lowest", "default", "highest")}))
     display(report.dial_table(rows))
-    recipes = rows[rows["figure"] == "budget"].set_index("setting")[["value", "notes"]]
+    recipes = rows[rows["figure"].eq("budget") & rows["reward"].eq("build_seconds")].set_index("setting")[["value", "notes"]]
     base = recipes["notes"].str.extract(r"base (\S+),", expand=False)
     recipes.insert(1, "committed", base.map(lambda name: "yes" if tiny.shipped_base(str(name)) else "no (built)"))
     with pd.option_context("display.max_colwidth", None):  # the recipe and base of each setting, whole

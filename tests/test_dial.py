@@ -102,6 +102,8 @@ sql,dial/0.5/localisation/execution_match,1.5,3.0,False,
 sql,dial/0.5/specificity/cross_reward_corr,0.6,<= 0.3,False,median over 9 pairs
 sql,dial/0.5/reading_hidden/execution_match,0.4,0.5,False,"with Z 0.5, without 0.1"
 sql,dial/0.5/budget/build_seconds,900.0,<= 1200 (all bases),False,"base sql-tiny-0-2552554ebf, recipe {}"
+sql,dial/0.5/learning/100_gdpo_steps,0.2,0.1,True,base 0.5
+sql,dial/0.5/budget/100_step_gdpo_seconds,800.0,<= 360,False,training time of each GDPO run
 if,dial/0.2/variance/constraint_0,0.5,0.5,True,
 all,budget/all_bases_build_seconds,8119.9,<= 1200,False,
 """
@@ -112,7 +114,7 @@ def test_dial_rows_parse_into_a_tidy_frame(tmp_path):
     path.write_text(CSV)
     criteria, dial = report.tiny_models(path)
     assert list(criteria["criterion"]) == ["variance/format", "localisation/format", "budget/all_bases_build_seconds"]
-    assert len(dial) == 11 and list(dial.columns) == ["task", "setting", "figure", "reward", "value", "se", "target", "met", "notes"]
+    assert len(dial) == 13 and list(dial.columns) == ["task", "setting", "figure", "reward", "value", "se", "target", "met", "notes"]
     assert criteria["se"].isna().all() and dial["se"].isna().all()  # rows written before the column: no s.e.
     assert dial["setting"].dtype == float and set(dial["setting"]) == {0.0, 0.2, 0.5, 0.8}
     first = dial.iloc[0]  # sorted: task, setting, figure, reward
@@ -134,6 +136,9 @@ def test_dial_rows_parse_into_a_tidy_frame(tmp_path):
     assert report.with_se(criteria, {"value": "se"})["value"].tolist() == ["0.700", "0.600", "8119.900"]
     table = report.dial_table(dial[dial["task"] == "sql"])
     assert list(table.columns) == [0.0, 0.5, 0.8] and ("budget", "build_seconds") not in table.index
+    # the RL rows of a dial base (tiny_models.py --learning --dial) are shown; the bases' build times are not
+    assert table.loc[("learning", "100_gdpo_steps")].tolist() == ["—", "0.200", "—"]
+    assert table.loc[("budget", "100_step_gdpo_seconds")].tolist() == ["—", "800.000", "—"]
     assert table.loc[("localisation", "format")].tolist() == ["1.100", "3.200", "3.400"]
     assert table.loc[("localisation", "execution_match")].tolist() == ["—", "1.500", "—"]
 
