@@ -268,9 +268,14 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     trainer.save_model(str(work / "final"))
     if trainer.accelerator.is_main_process:
         trainer.processing_class.save_pretrained(str(work / "final"))
+    import torch
+
     return {
         "weights_sha256": weights_hash(trainer.model),
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
+        # what the time was measured under: the CPU is shared with whatever else ran (runs before these keys lack them)
+        "torch_threads": torch.get_num_threads(),
+        "load_average_15min": round(os.getloadavg()[2], 2),
         "resumed_from_step": int(resume.name.split("-")[1]) if resume else None,
         "base_model": portable(str(path)),
         # runs committed before mrtpo.tokenizer.load_tokenizer lack this: they ran with AutoTokenizer's

@@ -155,6 +155,7 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
     assert runs_table()["path"].tolist() == [first.path.relative_to(E.results_root()).as_posix()]  # no machine path
     assert first.summary["eval_runtime_s"] > 0 and runs_table()["eval_s"].tolist() == [first.summary["eval_runtime_s"]]
     assert "$MRTPO_CACHE" in first.summary["base_model"] and str(E.cache_root()) not in json.dumps(first.summary)
+    assert first.summary["torch_threads"] >= 1 and first.summary["load_average_15min"] >= 0  # what the time ran under
     # any setting that changes the result changes the folder
     other = E.locate(E.resolve("sql", "mrtpo", seed=3, **(SMOKE | {"mrtpo_beta": 0.25})))[2]
     assert other != first.path and "beta0.25" in other.name
