@@ -297,9 +297,13 @@ def learning(task_name: str, seeds=(0, 1, 2), dial: float | None = None, mrtpo_s
     runs = [runner.run(task_name, "gdpo", seed=s, **overrides) for s in seeds]
     gains = [answer_mean(r.eval) - base for r in runs]
     mean, se, _ = stats.mean_se(gains)  # over seeds (their runs' evaluation noise included); none from one seed
+    # runs trained before mrtpo.tokenizer.load_tokenizer ran and were evaluated with another tokenizer class
+    # (their summary lacks tokenizer_class); the base is evaluated with today's, so their gain mixes the two
+    mixed = "; the runs predate load_tokenizer (evaluated with AutoTokenizer's class), the base is evaluated with " \
+            "today's: the gain mixes the two" if any("tokenizer_class" not in r.summary for r in runs) else ""
     rows = [criterion_row(prefix + "learning/100_gdpo_steps", mean, se, 0.10, mean >= 0.10,
                           f"base {base:.3f}; gain per seed {', '.join(f'{g:+.3f}' for g in gains)} "
-                          f"(seeds {list(seeds)}; se = std / sqrt(seeds))")]
+                          f"(seeds {list(seeds)}; se = std / sqrt(seeds)){mixed}")]
     def timed(summary: dict) -> str:  # the conditions a run recorded beside its time (runs before them lack them)
         where = (f" ({summary['torch_threads']} thread(s), 15-min load {summary['load_average_15min']:g})"
                  if "torch_threads" in summary else "")
