@@ -144,7 +144,7 @@ def test_dial_rows_parse_into_a_tidy_frame(tmp_path):
 
 
 #: an s.e. for each row of CSV (benchmarks/tiny_models.py writes the column ``se``); none for the build times
-SE = [0.09, 0.2, 0.1, 0.3, 0.35, 0.05, 0.06, 0.07, 0.2, 0.03, 0.05, None, 0.09, None]
+SE = [0.09, 0.2, 0.1, 0.3, 0.35, 0.05, 0.06, 0.07, 0.2, 0.03, 0.05, None, 0.01, None, 0.09, None]
 
 
 def test_standard_errors_are_read_shown_and_drawn(tmp_path):
