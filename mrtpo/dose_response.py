@@ -181,8 +181,13 @@ def analyse(task: str, dial: pd.DataFrame, runs: dict[float, dict[str, list[Run]
     """:func:`dose_response` of the finished runs ``runs`` (:func:`dial_runs`; its settings are the table's) on
     ``metric`` (default the task's answer metric), against ``dial`` (a ``report.dial_frame``); trains nothing."""
     metric = metric or answer_metric(task)
-    gains = {d: compare(arms[treated], arms[control], metric, replicates=True) for d, arms in runs.items()
-             if arms[treated] or arms[control]}
+    seeds = lambda found: sorted(r.config["config"]["seed"] for r in found)  # noqa: E731
+    gains = {}
+    for d, arms in runs.items():
+        if arms[treated] and arms[control]:
+            gains[d] = compare(arms[treated], arms[control], metric, replicates=True)
+        elif arms[treated] or arms[control]:  # one arm trained so far: its seeds, no gain
+            gains[d] = {"a_seeds": seeds(arms[treated]), "b_seeds": seeds(arms[control]), "resampled": "one arm only"}
     return dose_response(task, gains, setting_localisation(dial), treated, control, settings=runs)
 
 

@@ -156,3 +156,15 @@ def test_localisation_notes_read_back_what_the_benchmark_writes():
     got = diagnostics.read_localisation_notes(pd.Series([note, "measured before concentrations were recorded"]))
     assert got.loc[0, "token_share"] == 0.123 and got.loc[0, "concentration80"] == 0.211
     assert got.loc[1].isna().all()
+
+
+def test_a_setting_with_one_arm_trained_shows_its_seeds_and_no_gain():
+    """The grid trains one run at a time: a setting where only GDPO has finished is listed, with no gain."""
+    from types import SimpleNamespace
+
+    run = lambda seed: SimpleNamespace(config={"config": {"seed": seed}})  # noqa: E731
+    dial = report.dial_frame(pd.read_csv(io.StringIO(CSV)))
+    result = D.analyse("sql", dial, {0.5: {"mrtpo": [], "gdpo": [run(0), run(1), run(2)]}, 0.8: {"mrtpo": [], "gdpo": []}})
+    row = result.table.set_index("setting").loc[0.5]
+    assert row["gdpo seeds"] == D.seeds_text([0, 1, 2]) and row["shared seeds"] == 0 and math.isnan(row["gain"])
+    assert row["interval over"] == "one arm only" and result.table.set_index("setting").loc[0.8, "interval over"] == "no runs"
