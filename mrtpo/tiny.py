@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .manifest import file_sums, verify_manifest, write_manifest
+from .manifest import verify_manifest, write_manifest
 from .paths import SHIPPED_BASES, cache_root
 from .tasks import get_task
 from .tasks.base import Noise, Task
@@ -260,7 +260,6 @@ def reproduce(name: str, work: Path) -> dict:
     """Rebuild the shipped base ``name`` under ``work`` from its recorded recipe and seed (its parent, if any,
     taken as shipped or cached) and compare: ``same`` (weights file identical), ``max_abs_diff`` over the
     parameters, the build's seconds."""
-    import torch
     from safetensors.torch import load_file
 
     shipped = shipped_base(name)
@@ -275,7 +274,7 @@ def reproduce(name: str, work: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     built = build(get_task(meta["task"]), recipe, meta["seed"], out, parent=parent)
     weights = "model.safetensors"
-    same = file_sums(out)[weights] == file_sums(shipped)[weights]
+    same = (out / weights).read_bytes() == (shipped / weights).read_bytes()
     a, b = load_file(out / weights), load_file(shipped / weights)
     diff = max(float((a[k].float() - b[k].float()).abs().max()) for k in b)
     return {"base": name, "same": same, "max_abs_diff": diff, "build_seconds": built["build_seconds"]}
