@@ -72,6 +72,11 @@ from mrtpo.tiny import DIAL_SETTINGS, Recipe, default_recipe, dial_recipe, tiny_
 FIELDS = ("task", "criterion", "value", "se", "target", "met", "notes")
 #: responses behind every figure that issue 12's acceptance asks for
 ACCEPTANCE_RESPONSES = 256
+#: issue 12's acceptance: check-region ratio of a reward whose region holds <= 50% of the response tokens (the
+#: paper's instruction-following figure), hidden-fact reading gain, and the build time of each base
+LOCALISATION_TARGET = 2.7
+HIDDEN_READING_TARGET = 0.30
+BUILD_SECONDS_TARGET = 1800
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny_models.csv"
 
 
@@ -187,12 +192,13 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
         hz = z_blocks_of(task, hrows, [s[0][1] for s in hsamples])
         _, _, hscores_z, _ = sample_and_score(hidden, with_z=True, z_list=hz, sample_seed=4)
         for name, gain, se, notes in reading((hscores, hscores_z), task.hidden_rewards, len(hrows)):
-            row(f"reading_hidden/{name}", gain, se, 0.5, gain >= 0.5, notes)
+            row(f"reading_hidden/{name}", gain, se, HIDDEN_READING_TARGET, gain >= HIDDEN_READING_TARGET, notes)
 
     stage = f"stage 2 of {meta['parent_base']} (this stage's seconds), " if "parent_base" in meta else ""
-    row("budget/build_seconds", float(meta["build_seconds"]), None, "<= 1200 (all bases)", meta["build_seconds"] <= 420,
+    row("budget/build_seconds", float(meta["build_seconds"]), None, f"<= {BUILD_SECONDS_TARGET}",
+        meta["build_seconds"] <= BUILD_SECONDS_TARGET,
         f"params {meta['params']}, base {path.name}, {stage}recipe {json.dumps(recipe_changes(task, meta['recipe']))}, "
-        f"per-base share 420 s; measure {time.time() - t0:.0f}s")
+        f"measure {time.time() - t0:.0f}s")
     return rows_out
 
 
@@ -235,11 +241,11 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
         se_ratio, se_outside = D.region_ratios_se(a, a["prompt"], n_boot)
         shift_share, tok_share = D.pooled_shares(a)
         conc, se_conc, n_conc = stats.clustered_mean_se(a["conc"], a["prompt"])
-        out.append(criterion_row(f"{figure}/{k}", ratio, se_ratio, 3.0, ratio >= 3.0,
+        out.append(criterion_row(f"{figure}/{k}", ratio, se_ratio, LOCALISATION_TARGET, ratio >= LOCALISATION_TARGET,
                                  f"{D.localisation_note(shift_share, tok_share, conc, se_conc, n_conc)}; "
                                  f"{len(a['prompt'])} responses with the region{fewer(len(a['prompt']))}; {counts}"))
         if tok_share > 0.5:
-            # a region holding most tokens cannot reach a ratio of 3 (at most 1 / token share): what shows
+            # a region holding most tokens cannot reach the target ratio (at most 1 / token share): what shows
             # localisation is how little of the shift lands outside it
             out.append(criterion_row(f"{figure}_out/{k}", outside, se_outside, "<= 0.5", outside <= 0.5,
                                      f"shift share outside {1 - shift_share:.3f} on token share outside {1 - tok_share:.3f}"))
