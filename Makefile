@@ -25,8 +25,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# the suite runs on TEST_WORKERS processes (pytest-xdist); its longest test (the smoke book) then overlaps the rest
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 book: $(STAMP)
 	$(BIN)/python -m mrtpo.book build

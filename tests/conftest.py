@@ -7,6 +7,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    # several workers (``make test``): each, and the processes it starts (torchrun, notebook kernels), takes its
+    # share of the cores instead of all of them; set before torch is imported
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, str(_share))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
