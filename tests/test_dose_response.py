@@ -168,3 +168,5 @@ def test_a_setting_with_one_arm_trained_shows_its_seeds_and_no_gain():
     row = result.table.set_index("setting").loc[0.5]
     assert row["gdpo seeds"] == D.seeds_text([0, 1, 2]) and row["shared seeds"] == 0 and math.isnan(row["gain"])
     assert row["interval over"] == "one arm only" and result.table.set_index("setting").loc[0.8, "interval over"] == "no runs"
+    labels = [t.get_text() for t in plots.dose_response(result.table).axes[0].texts]
+    assert "dial 0.5: one arm only" in labels and "dial 0.8: no runs" in labels  # the figure says what each lacks
