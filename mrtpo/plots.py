@@ -338,9 +338,9 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
                             xytext=(6, 4), fontsize=8)
         for i, r in enumerate(t[t["gain"].isna()].to_dict("records")):
             ax.axvline(r["ratio"], color="grey", ls=":", lw=1)
-            # what the setting lacks ("no runs", "one arm only"); labels alternate sides, so close ratios stay legible
-            # from the panel's foot up (x in data, y in axes units), so it never runs into the title
-            ax.annotate(f"dial {r['setting']:g}: {r.get('interval over', 'no runs')}", (r["ratio"], 0.02),
+            # what the setting lacks ("no runs", "one arm only"), written up from the panel's foot (x in data, y in
+            # axes units: never into the title), on alternate sides of its line (close ratios stay legible)
+            ax.annotate(f"dial {r['setting']:g}: {r['interval over']}", (r["ratio"], 0.02),
                         xycoords=ax.get_xaxis_transform(), textcoords="offset points", xytext=(3, 0) if i % 2 == 0 else (-3, 0),
                         ha="left" if i % 2 == 0 else "right", va="bottom", rotation=90, fontsize=8, color="grey")
         fit = None if slopes is None or task not in slopes else slopes[task].set_index("against").loc["ratio"]
