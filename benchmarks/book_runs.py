@@ -18,7 +18,8 @@ beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GD
 text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``, every setting of
 ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by ``mrtpo.dose_response``. Every arm
 uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
-of the task's default base; its build time is not in the estimates, and the dry run lists the bases not built yet).
+of the task's default base, or copied from ``bases/`` when the repository ships it; its build time is not in the
+estimates, and the dry run lists the bases that are neither built nor shipped).
 """
 
 from __future__ import annotations
@@ -116,13 +117,17 @@ def status(plan: list[Planned]) -> list[dict]:
 
 
 def missing_dial_bases(plan: list[Planned]) -> list[str]:
-    """``<task> dial <setting>`` for every dial base the plan needs that is not in the model cache yet."""
+    """``<task> dial <setting>`` for every dial base the plan needs that is neither in the model cache nor shipped
+    under ``bases/`` (a shipped base is copied into the cache by its first run, not built)."""
     from mrtpo.tasks import get_task
-    from mrtpo.tiny import dial_recipe, tiny_path
+    from mrtpo.tiny import dial_recipe, shipped_base, tiny_path
+
+    def available(path) -> bool:
+        return (path / "mrtpo_recipe.json").exists() or shipped_base(path.name) is not None
 
     needed = dict.fromkeys((p.task, p.overrides["dial"]) for p in plan if "dial" in p.overrides)
     return [f"{task} dial {d:g}" for task, d in needed
-            if not (tiny_path(task, recipe=dial_recipe(get_task(task), d)) / "mrtpo_recipe.json").exists()]
+            if not available(tiny_path(task, recipe=dial_recipe(get_task(task), d)))]
 
 
 def main(argv=None) -> None:

@@ -181,7 +181,7 @@ def analyse(task: str, dial: pd.DataFrame, runs: dict[float, dict[str, list[Run]
     """:func:`dose_response` of the finished runs ``runs`` (:func:`dial_runs`; its settings are the table's) on
     ``metric`` (default the task's answer metric), against ``dial`` (a ``report.dial_frame``); trains nothing."""
     metric = metric or answer_metric(task)
-    seeds = lambda found: sorted(r.config["config"]["seed"] for r in found)  # noqa: E731
+    seeds = lambda found: sorted(r.seed for r in found)  # noqa: E731
     gains = {}
     for d, arms in runs.items():
         if arms[treated] and arms[control]:
@@ -199,5 +199,5 @@ def missing_runs(task: str, runs: dict[float, dict[str, list[Run]]], seeds, mode
              "mrtpo train": f"--task {task} --method {m} --seed {s} --model {model} --dial {d:g}"
                             + (f" --steps {steps}" if steps else "")}
             for d, arms in runs.items() for m, found in arms.items() for s in seeds
-            if s not in {r.config["config"]["seed"] for r in found}]
+            if s not in {r.seed for r in found}]
     return pd.DataFrame(rows, columns=["task", "setting", "method", "seed", "mrtpo train"])

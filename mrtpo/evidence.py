@@ -31,7 +31,7 @@ def arm_runs(task: str, methods, model: str = "tiny", seeds=(0,), steps: int | N
     out = {}
     for method in methods:
         asked = grid(task, [method], model, seeds, steps, force, **overrides)
-        by_seed = {r.config["config"]["seed"]: r for r in finished(task, method, model, steps, **overrides) + asked}
+        by_seed = {r.seed: r for r in finished(task, method, model, steps, **overrides) + asked}
         out[method] = [by_seed[s] for s in sorted(by_seed)]
     return out
 
@@ -63,7 +63,7 @@ def run_eval_se(run: Run, metric: str, benchmark: str = "synthetic_test", decodi
     x = prompt_values(run, metric, benchmark, decoding)
     if x is not None:
         return stats.evaluation_se(x), "prompts"
-    cfg = run.config["config"]
+    cfg = run.settings
     value = seed_values([run], metric, benchmark, decoding)[cfg["seed"]]
     draws = (cfg["eval_samples"] if decoding == "temp1" else 1) * int(run.eval[benchmark]["n_prompts"])
     return stats.binomial_se(value, draws), "binomial"
@@ -81,8 +81,8 @@ def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic
 
     va, vb = seed_values(a, metric, benchmark, decoding), seed_values(b, metric, benchmark, decoding)
     shared = sorted(set(va) & set(vb))
-    ra = {r.config["config"]["seed"]: r for r in a}
-    rb = {r.config["config"]["seed"]: r for r in b}
+    ra = {r.seed: r for r in a}
+    rb = {r.seed: r for r in b}
     pa = [prompt_values(ra[s], metric, benchmark, decoding) for s in shared]
     pb = [prompt_values(rb[s], metric, benchmark, decoding) for s in shared]
     same_prompts = len({r.config["data"].get(benchmark) for r in [ra[s] for s in shared] + [rb[s] for s in shared]}) == 1

@@ -14,7 +14,7 @@ from .results import Run
 
 def seeds_localisation(runs: list[Run]) -> pd.DataFrame:
     """:func:`report.localisation` of every run, one frame with a ``seed`` column (the runs of one arm)."""
-    frames = [localisation(r).assign(seed=r.config["config"]["seed"]) for r in runs]
+    frames = [localisation(r).assign(seed=r.seed) for r in runs]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["seed"])
 
 

@@ -95,8 +95,8 @@ def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> 
             times = [r.summary.get("train_runtime_s") for r in runs]
             times = [t for t in times if t is not None and t == t]
             row = {"page": page, "task": c.task, "comparison": name,
-                   "seeds": f"{seeds_text(sorted(r.config['config']['seed'] for r in arms[a]))} / "
-                            f"{seeds_text(sorted(r.config['config']['seed'] for r in arms[b]))}",
+                   "seeds": f"{seeds_text(sorted(r.seed for r in arms[a]))} / "
+                            f"{seeds_text(sorted(r.seed for r in arms[b]))}",
                    "train hours": sum(times) / 3600 if times else math.nan, "runs timed": f"{len(times)} of {len(runs)}"}
             if name in table.index:
                 found = table.loc[name]

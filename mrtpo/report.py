@@ -93,7 +93,7 @@ def metrics(runs: list[Run]) -> pd.DataFrame:
     columns (for curves, s and replay rates)."""
     frames = []
     for r in runs:
-        cfg = r.config["config"]
+        cfg = r.settings
         m = r.metrics.rename(columns=RENAMED_COLUMNS).assign(method=arm_label(cfg), mrtpo_beta=cfg["mrtpo_beta"],
                              seed=cfg["seed"], task=cfg["task"],
                              completions_per_step=cfg["prompts_per_step"] * cfg["num_generations"])
@@ -220,7 +220,7 @@ def relevance_text(run: Run, profile: dict | None = None):
         profile = max(reversed(profiles), key=lambda p: sum(sum(q) > 0 for q in p["q"].values()))
     if profile is None:
         return None
-    return RelevanceText.from_profile(profile, get_task(run.config["config"]["task"]), run.tokenizer())
+    return RelevanceText.from_profile(profile, get_task(run.settings["task"]), run.tokenizer())
 
 
 def localisation(run: Run) -> pd.DataFrame:
@@ -228,7 +228,7 @@ def localisation(run: Run) -> pd.DataFrame:
     task and tokenizer)."""
     from .diagnostics import localisation as localise
 
-    return localise(run.profiles(), get_task(run.config["config"]["task"]), run.tokenizer())
+    return localise(run.profiles(), get_task(run.settings["task"]), run.tokenizer())
 
 
 #: our method names -> the paper's row names in ``results/paper/*.csv``

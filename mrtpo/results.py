@@ -41,6 +41,16 @@ class Run:
         return json.loads((self.path / "config.json").read_text())
 
     @property
+    def settings(self) -> dict:
+        """The run's settings: ``config.json``'s ``config``, a ``RunConfig`` as a dict."""
+        return self.config["config"]
+
+    @property
+    def seed(self) -> int:
+        """The RL seed (``RunConfig.seed``): arms compared on the same seed are paired."""
+        return self.settings["seed"]
+
+    @property
     def eval(self) -> dict:
         return json.loads((self.path / "eval.json").read_text())
 

@@ -250,7 +250,7 @@ def custom_z_blocks(prompts, completions, **columns):
 ])
 def test_every_arm_trains_through_the_runner(dirs, method, overrides, logged):
     run = E.run("sql", method, seed=5, **(SMOKE | {"steps": 1}), **overrides)
-    stored = run.config["config"]
+    stored = run.settings
     assert run.trained and run.path.name.startswith(method + "-") and config.method_label(stored) == method
     assert logged in run.metrics.columns and run.metrics[logged].notna().all()
     # evaluation scores the default rewards whatever the run trained on: arms stay comparable
