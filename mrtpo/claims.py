@@ -32,14 +32,15 @@ def tail_slope(curve: pd.Series, tail: float = 0.2) -> float:
 
 
 def _over_seeds(x) -> tuple[float, float, float, int]:
-    """(mean, 95% bootstrap interval over seeds, seeds) of per-seed values; NaN values left out, no interval
-    below two seeds."""
+    """(mean, 95% interval over seeds, seeds) of per-seed values (each a paired difference already, so the interval
+    is ``stats.paired_difference``'s against zero: the bootstrap's and the t interval's hull); NaN values left out,
+    no interval below two seeds."""
     from . import stats
 
     x = np.asarray(x, dtype=float)
     x = x[~np.isnan(x)]
-    lo, hi = stats.bootstrap_interval(lambda i: x[i].mean(), len(x))
-    return (float(x.mean()) if len(x) else math.nan), lo, hi, len(x)
+    d = stats.paired_difference(x, np.zeros_like(x))
+    return (float(x.mean()) if len(x) else math.nan), d["lo"], d["hi"], len(x)
 
 
 def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: int = 10, tail: float = 0.2

@@ -14,8 +14,10 @@ of ``results/tiny_models.csv``, read by ``report.dial_frame``):
 
 Each gain is ``evidence.compare`` (paired bootstrap over the shared seeds and the evaluation prompts,
 ``stats.paired_difference``); the dependence of gain on localisation is the least-squares slope over settings
-(``stats.slope``) with a percentile interval from the same bootstrap's replicates: every setting is resampled with
-the same draws of seeds and prompts, since the seeds and prompts are common to all settings. A setting enters the
+(``stats.slope``) with a percentile interval from the same bootstrap's replicates (every setting is resampled with
+the same draws of seeds and prompts, since the seeds and prompts are common to all settings), widened to hold the
+slope's normal interval from the points' own intervals (which include the paired t interval; at three seeds the
+bootstrap alone is too narrow). A setting enters the
 slope only with at least two shared seeds (with one, its interval holds no seed-to-seed noise). The page also
 checks the reader's rule of thumb (``mrtpo diagnose``): below 3x concentration and 2x ratio expect about half a
 point, i.e. a gain not clearly above ``diagnose.RULE_GAIN``.
@@ -131,7 +133,8 @@ def _slopes(table: pd.DataFrame, reps: dict[float, np.ndarray]) -> pd.DataFrame:
     rows = []
     for x in ("ratio", "concentration_x"):
         use = table[table["setting"].isin(reps) & table[x].notna()]
-        fit = slope(use[x], use["gain"], np.stack([reps[d] for d in use["setting"]]) if len(use) else None)
+        fit = slope(use[x], use["gain"], np.stack([reps[d] for d in use["setting"]]) if len(use) else None,
+                    y_intervals=use[["lo", "hi"]].to_numpy(float))
         rows.append({"against": x, **fit, "settings": ", ".join(f"{d:g}" for d in use["setting"])})
     return pd.DataFrame(rows, columns=["against", "slope", "intercept", "lo", "hi", "points", "settings"])
 

@@ -68,6 +68,12 @@ def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, floa
     return float(lo), float(hi)
 
 
+def _with_t_interval(interval: tuple[float, float], d: np.ndarray, level: float) -> tuple[float, float]:
+    """The hull of ``interval`` and the paired Student-t interval of the mean of the per-seed differences ``d``."""
+    half = t_quantile((1 + level) / 2, len(d) - 1) * float(np.std(d, ddof=1)) / math.sqrt(len(d))
+    return min(interval[0], float(d.mean()) - half), max(interval[1], float(d.mean()) + half)
+
+
 def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int = 0, replicates: bool = False) -> dict:
     """A − B over the seeds both arms share, with a ``level`` percentile interval from a paired bootstrap.
 
@@ -75,11 +81,15 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     same prompts; or per-seed values (S,) when per-prompt values are absent. The estimate is
     ``d = (1/S) sum_s [metric_A(s) − metric_B(s)]``. Each bootstrap replicate draws S seeds with replacement and P
     prompts with replacement, the same draws for both arms (paired over seeds and prompts), and recomputes d;
-    the interval is the replicates' (1 − level)/2 and (1 + level)/2 percentiles. Per-seed values give a
-    seed-only bootstrap (evaluation noise then enters only through each seed's value). Resampling both levels
-    counts the evaluation noise twice (it is also in each seed's value), so from two seeds on the interval errs
-    wide, never narrow: a gap it finds is not an artefact of the method. With one shared seed the
-    prompt bootstrap measures evaluation noise alone and a seed-only bootstrap has no interval (NaN).
+    the bootstrap interval is the replicates' (1 − level)/2 and (1 + level)/2 percentiles. Per-seed values give a
+    seed-only bootstrap (evaluation noise then enters only through each seed's value). With few seeds a percentile
+    bootstrap over seeds is too narrow: at S = 3 its 95% interval is about the range of the three per-seed
+    differences, so three differences of one sign would make a "gap" a quarter of the time under no effect. From
+    two seeds on the interval returned is therefore the hull of the bootstrap interval and the paired Student-t
+    interval over the per-seed differences d_s, ``d ± t_{S−1, (1+level)/2} · sd(d_s) / sqrt(S)`` (exact for
+    normal d_s; d_s holds the evaluation noise too): a gap it finds is not an artefact of resampling three seeds.
+    With one shared seed the prompt bootstrap measures evaluation noise alone and a seed-only bootstrap has no
+    interval (NaN). ``replicates`` are the bootstrap's alone.
 
     Returns ``{"diff", "lo", "hi", "seeds", "prompts", "resampled"}``; ``resampled`` names what the interval
     covers: "seeds × prompts", "prompts only: one shared seed", "seeds only", or "none: one shared seed". With
@@ -102,7 +112,7 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
         if S < 2:
             return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none: one shared seed", **extra}
         reps = seed_counts @ d / S
-        lo, hi = _percentile_interval(reps, level)
+        lo, hi = _with_t_interval(_percentile_interval(reps, level), d, level)
         return {**out, "lo": lo, "hi": hi, "resampled": "seeds only", **({"replicates": reps} if replicates else {})}
     P = a.shape[1]
     d_full = run_metric(a) - run_metric(b)
@@ -110,19 +120,24 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     d_boot = run_metric(a, prompt_counts) - run_metric(b, prompt_counts)  # (B, S)
     reps = np.nansum(seed_counts * d_boot, axis=1) / S
     lo, hi = _percentile_interval(reps, level)
+    if S > 1:
+        lo, hi = _with_t_interval((lo, hi), d_full, level)
     return {"diff": float(np.mean(d_full)), "lo": lo, "hi": hi, "seeds": S, "prompts": P,
             "resampled": "seeds × prompts" if S > 1 else "prompts only: one shared seed",
             **({"replicates": reps} if replicates else {})}
 
 
-def slope(x, y, y_replicates=None, level: float = 0.95) -> dict:
+def slope(x, y, y_replicates=None, level: float = 0.95, y_intervals=None) -> dict:
     """Least-squares slope of y on x, ``b = sum_i (x_i − x̄)(y_i − ȳ) / sum_i (x_i − x̄)²``, with the intercept
     ``ȳ − b x̄`` and a ``level`` percentile interval over bootstrap replicates of y.
 
     ``y_replicates`` (n, B): replicate j of every y_i (e.g. the ``replicates`` of :func:`paired_difference` for
     each of n comparisons); each column gives one replicate slope, x held fixed (a measured x's own error is not
-    propagated). Returns ``{"slope", "intercept", "lo", "hi", "points"}``; NaN below 2 distinct x, and no interval
-    without replicates."""
+    propagated). ``y_intervals`` (n, 2): each y_i's own ``level`` interval (e.g. :func:`paired_difference`'s, which
+    is wider than its replicates' at few seeds); the interval returned then also holds ``b ± z · se(b)``, with
+    ``se(b)² = sum_i (x_i − x̄)² σ_i² / (sum_i (x_i − x̄)²)²`` and σ_i the half-width of y_i's interval over z (the
+    points taken as independent). Returns ``{"slope", "intercept", "lo", "hi", "points"}``; NaN below 2 distinct x,
+    and no interval without replicates."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     out = {"slope": math.nan, "intercept": math.nan, "lo": math.nan, "hi": math.nan, "points": len(x)}
     dx = x - x.mean() if len(x) else x
@@ -133,6 +148,11 @@ def slope(x, y, y_replicates=None, level: float = 0.95) -> dict:
     if y_replicates is not None and np.size(y_replicates):
         reps = np.asarray(y_replicates, dtype=float)
         out["lo"], out["hi"] = _percentile_interval(dx @ (reps - reps.mean(axis=0)) / (dx @ dx), level)
+        if y_intervals is not None:
+            z = NormalDist().inv_cdf((1 + level) / 2)
+            sigma = np.diff(np.asarray(y_intervals, dtype=float), axis=1)[:, 0] / (2 * z)
+            half = z * math.sqrt(float((dx ** 2) @ (sigma ** 2))) / float(dx @ dx)
+            out["lo"], out["hi"] = min(out["lo"], b - half), max(out["hi"], b + half)
     return out
 
 

@@ -88,14 +88,15 @@ def test_a_component_metric_is_paired_over_its_components(tmp_path):
 def test_verdict_table_power_and_noise(tmp_path):
     rng = np.random.default_rng(2)
     arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
-            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.9)) for s in (0, 1)],
+            "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.9)) for s in (0, 1, 2)],
             "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.9))], "opsd": []}
     table = evidence.verdict_table(arms, [("mrtpo", "gdpo"), ("mrtpo", "opsd"), ("joint", "gdpo")], "execution_match",
                                  "table5_ablation")
     assert table["comparison"].tolist() == ["mrtpo − gdpo", "joint − gdpo"]  # no opsd runs: no row
     row = table.set_index("comparison").loc["mrtpo − gdpo"]
-    assert row["shared seeds"] == "0, 1" and row["interval over"] == "seeds × prompts"
-    assert row["paper"] == "+1.60 points" and row["verdict"] == "reproduced"  # 0.9 against 0.4 on the same prompts
+    assert row["shared seeds"] == "0, 1, 2" and row["interval over"] == "seeds × prompts"
+    # 0.9 against 0.4-0.5 on the same prompts, three seeds (two would leave t_1 = 12.7 times the spread)
+    assert row["paper"] == "+1.60 points" and row["verdict"] == "reproduced"
     one = table.set_index("comparison").loc["joint − gdpo"]  # as large, but on one shared seed: no seed noise in it
     assert one["interval over"] == "prompts only: one shared seed" and one["lo"] > 0 and one["verdict"] == "inconclusive"
     sentence = evidence.verdict_sentence(table)
@@ -104,7 +105,7 @@ def test_verdict_table_power_and_noise(tmp_path):
                                [("mrtpo", "gdpo"), ("joint", "solo")], "execution_match").set_index("comparison")
     v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
     assert power.at["mrtpo − gdpo", "measured"] == "paired"
-    assert power.at["mrtpo − gdpo", "sd of the difference"] == pytest.approx(np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1)], ddof=1))
+    assert power.at["mrtpo − gdpo", "sd of the difference"] == pytest.approx(np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1, 2)], ddof=1))
     assert "pooled" in power.at["joint − solo", "measured"]  # neither arm has two seeds: the task's spread
     assert power.at["joint − solo", "seeds for 0.05 at 80% power"] >= 3
     assert power.at["joint − solo", "detectable at 3 seeds"] > power.at["joint − solo", "detectable at 5 seeds"]

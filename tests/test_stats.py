@@ -41,7 +41,9 @@ def test_paired_difference_without_prompts_or_with_one_seed_says_what_its_interv
     assert one["diff"] == pytest.approx(0.1) and math.isnan(one["lo"]) and one["resampled"] == "none: one shared seed"
     seeds = stats.paired_difference(np.array([0.5, 0.45, 0.6]), np.array([0.4, 0.5, 0.5]))
     assert seeds["resampled"] == "seeds only" and seeds["lo"] < seeds["diff"] < seeds["hi"]
-    assert -0.05 <= seeds["lo"] and seeds["hi"] <= 0.1  # bounded by the smallest and largest per-seed difference
+    # three seeds: the paired t interval (t_2 = 4.30), not the bootstrap's, which is about the per-seed range
+    half = 4.3027 * np.std([0.1, -0.05, 0.1], ddof=1) / np.sqrt(3)
+    assert (seeds["lo"], seeds["hi"]) == pytest.approx((0.05 - half, 0.05 + half), abs=1e-3)
     prompts = stats.paired_difference(np.array([[1, 0, 1, 1]]), np.array([[0, 0, 1, 0]]))
     assert prompts["resampled"] == "prompts only: one shared seed" and prompts["diff"] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="same seeds and prompts"):
@@ -62,6 +64,16 @@ def test_paired_bootstrap_covers_the_true_difference_about_95_percent_of_the_tim
         hits += out["lo"] <= 0.05 <= out["hi"]  # the gap over seeds and prompts, not only these seeds'
     # resampling seeds and prompts counts the evaluation noise twice (it is in each seed's value too): conservative
     assert hits / trials >= 0.9
+
+
+def test_paired_interval_over_three_seeds_covers_no_effect_95_percent_of_the_time():
+    """No effect, three seeds: a percentile bootstrap alone covers 0 only about 75% of the time (its interval is
+    about the range of three differences); the interval returned must keep the nominal level."""
+    rng = np.random.default_rng(2)
+    trials = 300
+    outs = [stats.paired_difference(d, np.zeros(3), n_boot=400, seed=t)
+            for t, d in enumerate(rng.normal(0, 0.05, size=(trials, 3)))]
+    assert np.mean([o["lo"] <= 0 <= o["hi"] for o in outs]) >= 0.92
 
 
 def test_verdicts():
