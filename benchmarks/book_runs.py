@@ -160,7 +160,7 @@ def main(argv=None) -> None:
           f"{unestimated(int(missing['est_min'].isna().sum()))} ({int(table['done'].sum())} of {len(table)} finished)")
     bases = missing_dial_bases(plan)
     if bases:
-        print("dial bases not built yet (built by their first run, not in the estimates): " + ", ".join(bases))
+        print("dial bases neither built nor shipped (built by their first run, not in the estimates): " + ", ".join(bases))
     print("not planned: the untrained base's row is `mrtpo eval --base`, not a run")
     if missing["est_min"].isna().any():
         print("no estimate for:", ", ".join(missing[missing["est_min"].isna()]["run"]))

@@ -72,7 +72,12 @@ for task in tasks:
 # Each point is one dial setting: MRTPO − GDPO with its 95% paired interval, at the setting's measured ratio,
 # labelled with its concentration. A dotted line marks a setting whose runs do not exist yet. The line is the
 # least-squares slope over the settings with at least two shared seeds; its interval comes from the same
-# bootstrap as the points' (seeds and prompts resampled jointly across settings).
+# bootstrap as the points' (seeds and prompts resampled jointly across settings), widened to the slope's normal
+# interval from the points' own intervals where that is wider. The ratio averages only the rewards whose check
+# region holds at most half of the tokens (the table's "rewards in the ratio"); where the answer metric's own
+# rewards are not among them (text-to-SQL's execution match reads most of the query), the dial moves the
+# localisation of other rewards than the one the gain is measured on, and the figure tests the premise only
+# indirectly.
 
 # %%
 runs = {task: dose_response.dial_runs(task, tiny.DIAL_SETTINGS, model, steps) for task in tasks}  # finished ones only

@@ -33,7 +33,8 @@ model = "tiny"  # whose runs the verdicts read: the book's scale; nothing is tra
 # Each of the paper's headline claims, measured on this repository's finished runs at the tiny scale (a
 # ~2M-parameter policy on synthetic tasks, not the paper's 1.5B–7B models on real benchmarks), with a 95%
 # interval: for a difference between methods, a paired bootstrap over the seeds both methods share (and over
-# the evaluation prompts where the run folders hold per-prompt results); for localisation, a bootstrap over the
+# the evaluation prompts where the run folders hold per-prompt results), widened to the paired t interval over
+# the seeds where that is wider (`stats.paired_difference`); for localisation, a bootstrap over the
 # saved profiles. A claim is *reproduced* when the whole interval lies on the claimed side of no effect and
 # reaches the paper's size, *weaker than claimed* when it lies on that side but short of the paper's size,
 # *contradicted* when it lies on the other side, *not reproduced* when it holds no effect but excludes the

@@ -43,9 +43,10 @@ verdicts = evidence.verdict_table(arms, pairs, metric, "table3_tool_calling")
 # %% [markdown]
 # ## Verdicts
 #
-# Each difference over the seeds both arms share, with a 95% paired-bootstrap interval (over seeds and
-# evaluation prompts where the run folders hold per-prompt results, over seeds only otherwise); a gap is a gap
-# only when its interval excludes 0. The paper's gaps are in points on real benchmarks, ours on a 0–1 scale.
+# Each difference over the seeds both arms share, with a 95% paired interval: a bootstrap over seeds and
+# evaluation prompts (over seeds only where the run folders lack per-prompt results), widened to the paired t
+# interval over the per-seed differences where that is wider (at three seeds the bootstrap alone spans about the
+# range of the three differences, too narrow); a gap is a gap only when its interval excludes 0. The paper's gaps are in points on real benchmarks, ours on a 0–1 scale.
 
 # %%
 display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))

@@ -49,8 +49,9 @@ table, verdicts = pd.concat(tables, ignore_index=True), pd.concat(verdicts, igno
 # ## Verdicts
 #
 # Each beta against the next smaller one: the difference in held-out accuracy over the seeds both share, with a
-# 95% paired-bootstrap interval; and, where the bound is active on at least 90% of the steps after the warm-up
-# at both betas, whether the interval agrees with the predicted difference of 0.
+# 95% paired interval (a bootstrap, widened to the paired t interval where that is wider); and, where the bound is
+# active on at least 90% of the steps after the warm-up at both betas, whether the interval agrees with the
+# predicted difference of 0.
 
 # %%
 display(verdicts.drop(columns=["paper", "diff", "lo", "hi"]).set_index(["task", "comparison"]))

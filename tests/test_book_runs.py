@@ -59,14 +59,20 @@ def test_every_planned_run_is_a_valid_mrtpo_train_command():
 
 def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_path, capsys):
     """The dry run on an empty results folder and model cache: every dial run listed as missing (with no estimate:
-    no run of its arm has finished, on a dial base or the default one), and the dial bases not built yet."""
+    no run of its arm has finished, on a dial base or the default one), and the dial bases neither built nor
+    shipped — none while the repository ships them (a shipped base is copied, not built), both without."""
+    import mrtpo.tiny
+
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
     plan = [book_runs.Planned("dose-response", "sql", m, 0, overrides={"dial": d}) for d in (0.0, 0.2) for m in ("gdpo", "mrtpo")]
     monkeypatch.setattr(book_runs, "grid", lambda seeds: plan)
     book_runs.main(["--dry-run"])
+    assert "dial bases neither built nor shipped" not in capsys.readouterr().out  # bases/ ships sql dial 0 and 0.2
+    monkeypatch.setattr(mrtpo.tiny, "shipped_base", lambda name: None)
+    book_runs.main(["--dry-run"])
     out = capsys.readouterr().out
     assert all(p.cli() in out for p in plan) and re.search(r"--dial 0\b(?!\.)", out)
     assert re.search(r"dose-response\s+4 runs\s+0.0 h \+ 4 runs without an estimate\n", out)
-    assert "dial bases not built yet (built by their first run, not in the estimates): sql dial 0, sql dial 0.2" in out
+    assert "dial bases neither built nor shipped (built by their first run, not in the estimates): sql dial 0, sql dial 0.2" in out
     assert "no estimate for:" in out and "needs the testbed's dial" not in out
