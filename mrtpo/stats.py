@@ -75,7 +75,8 @@ def _with_t_interval(interval: tuple[float, float], d: np.ndarray, level: float)
 
 
 def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int = 0, replicates: bool = False) -> dict:
-    """A − B over the seeds both arms share, with a ``level`` percentile interval from a paired bootstrap.
+    """A − B over the seeds both arms share, with a ``level`` interval: a paired bootstrap's, widened to the paired t
+    interval over seeds where that is wider.
 
     ``a``, ``b``: per-prompt values (S, P[, M]) of the shared seeds in the same order, both arms evaluated on the
     same prompts; or per-seed values (S,) when per-prompt values are absent. The estimate is
