@@ -12,8 +12,8 @@ of ``results/tiny_models.csv``, read by ``report.dial_frame``):
 * its **concentration**: the mean over the rewards of the smallest share of tokens holding 80% of the shift
   (``concentration80``), and ``concentration_x = 0.8 / concentration80`` (Fig. 6's "3x").
 
-Each gain is ``evidence.compare`` (paired bootstrap over the shared seeds and the evaluation prompts,
-``stats.paired_difference``); the dependence of gain on localisation is the least-squares slope over settings
+Each gain is ``evidence.compare`` (paired bootstrap over the shared seeds and the evaluation prompts, widened to
+the paired t interval over seeds where wider, ``stats.paired_difference``); the dependence of gain on localisation is the least-squares slope over settings
 (``stats.slope``) with a percentile interval from the same bootstrap's replicates (every setting is resampled with
 the same draws of seeds and prompts, since the seeds and prompts are common to all settings), widened to hold the
 slope's normal interval from the points' own intervals (which include the paired t interval; at three seeds the

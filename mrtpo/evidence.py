@@ -72,8 +72,9 @@ def run_eval_se(run: Run, metric: str, benchmark: str = "synthetic_test", decodi
 def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
             claimed: float | None = None, replicates: bool = False) -> dict:
     """Arm A against arm B on ``metric``: each arm's mean ± s.e. over its seeds, and A − B over the seeds both
-    share with its 95% paired-bootstrap interval (``stats.paired_difference``: over seeds and evaluation prompts
-    when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise) and the
+    share with its 95% paired interval (``stats.paired_difference``: a bootstrap over seeds and evaluation prompts
+    when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise, widened to the
+    paired t interval over seeds where that is wider) and the
     verdict against the ``claimed`` difference (``stats.verdict``; "inconclusive" with one shared seed, whose
     interval, if any, holds no seed-to-seed noise). ``replicates``: also the bootstrap's replicates of A − B
     (``stats.paired_difference``)."""

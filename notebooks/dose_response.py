@@ -23,11 +23,11 @@
 # everything else fixed, so that the measured check-region ratio moves from about 1 (no mechanism) upwards.
 #
 # The experiment: GDPO and MRTPO trained on each setting's base (`mrtpo train --dial <setting>`, the same seeds
-# for both arms), and each setting's gain, MRTPO − GDPO on the held-out answer metric with a 95% paired-bootstrap
-# interval over seeds and evaluation prompts, set against the localisation measured on that base
-# (`benchmarks/tiny_models.py --dial`: the check-region ratio of the rewards whose region holds at most half the
-# tokens, and the concentration, the share of tokens holding 80% of the shift). If better localisation buys more
-# gain, the gain rises with the ratio. `mrtpo.dose_response` documents every definition. This page trains
+# for both arms), and each setting's gain, MRTPO − GDPO on the held-out answer metric with a 95% paired interval
+# (a bootstrap over seeds and evaluation prompts, widened to the paired t interval over seeds), set against the
+# localisation measured on that base (`benchmarks/tiny_models.py --dial`: the check-region ratio of the rewards
+# whose region holds at most half the tokens, and the concentration, the share of tokens holding 80% of the
+# shift). If better localisation buys more gain, the gain rises with the ratio. `mrtpo.dose_response` documents every definition. This page trains
 # nothing: the runs come from `benchmarks/book_runs.sh` (section "dose-response"), and the runs still missing are
 # listed at the end.
 
