@@ -12,7 +12,10 @@ runs of the same task and method (on any base: the default one or a dial base; o
 none), scaled by steps; evaluation is not included.
 
 Priority: (1) power — GDPO at 5 seeds on every task, the seed-to-seed spread every other number is judged
-against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (3) the ablation —
+against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (2b) powered — GDPO
+and MRTPO at the seeds the paper's claim MRTPO − GDPO needs for a difference of 0.05 at 80% power, where the
+finished runs measure it (``powered_seeds``: an internal pilot — the sd of the paired difference over the seeds
+present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) the ablation —
 joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and (text-to-SQL) sub-verifier rewards; (4) the
 beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps on
 text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``, every setting of
@@ -39,6 +42,10 @@ TASK_SEEDS = {"if": 5}
 POWER_SEEDS = 5
 #: the dose-response grid's tasks (issue 19: at least instruction following and text-to-SQL)
 DOSE_TASKS = ("sql", "if")
+#: the comparison the "powered" section sizes (the paper's claim on every main table), and its seeds' ceiling: beyond
+#: it the page states the difference the seeds present can detect
+POWERED = ("mrtpo", "gdpo")
+MAX_POWERED_SEEDS = 16
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,20 @@ class Planned:
         return " ".join(args)
 
 
-def grid(seeds: int = 3) -> list[Planned]:
-    """The issue-19 grid in priority order (duplicates dropped: a run serves the first section that needs it)."""
+def powered_seeds(model: str = "tiny", delta: float = 0.05, power: float = 0.8, cap: int = MAX_POWERED_SEEDS) -> dict[str, int]:
+    """Per task, the seeds per arm that MRTPO − GDPO needs for a difference of ``delta`` at ``power``
+    (``power_analysis.book_power`` over the finished runs), capped at ``cap``; only tasks where that sd is paired
+    (two shared seeds or more) — elsewhere it is unknown or borrowed, and the grid's own seeds stand."""
+    from mrtpo.power_analysis import book_power
+
+    table = book_power(model, delta, power)
+    rows = table[(table["comparison"] == " − ".join(POWERED)) & (table["measured"] == "paired")].drop_duplicates("task")
+    return {row.task: min(cap, int(row[f"seeds for {delta:g} at {power:.0%} power"])) for _, row in rows.iterrows()}
+
+
+def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]:
+    """The issue-19 grid in priority order (duplicates dropped: a run serves the first section that needs it);
+    ``powered``: seeds per arm of :data:`POWERED` per task (:func:`powered_seeds`), planned after the main tables."""
     def n(task: str) -> range:
         return range(max(seeds, TASK_SEEDS.get(task, 0)))
 
@@ -75,6 +94,8 @@ def grid(seeds: int = 3) -> list[Planned]:
         plan += [Planned("power", task, "gdpo", s) for s in range(max(POWER_SEEDS, len(n(task))))]
     for task in TASKS:
         plan += [Planned("main tables", task, m, s) for s in n(task) for m in ("gdpo", "mrtpo", "grpo", "opsd", "entropy")]
+    for task, count in (powered or {}).items():
+        plan += [Planned("powered", task, m, s) for s in range(count) for m in POWERED]
     for task in TASKS:
         arms = ["joint", "shuffled", "gdpo+saw", "mrtpo+saw", "gdpo+constlen", "mrtpo+constlen"]
         plan += [Planned("ablation", task, m, s) for s in n(task) for m in arms]
@@ -133,11 +154,12 @@ def missing_dial_bases(plan: list[Planned]) -> list[str]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per arm (instruction following: at least 5)")
+    parser.add_argument("--no-powered", action="store_true", help="leave out the powered section (the seeds MRTPO − GDPO needs)")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--dry-run", action="store_true", help="print the plan and its estimated compute")
     what.add_argument("--missing", action="store_true", help="print the missing runs' `mrtpo train` arguments")
     args = parser.parse_args(argv)
-    plan = grid(args.seeds)
+    plan = grid(args.seeds, None if args.no_powered else powered_seeds())
     rows = status(plan)
     if args.missing:
         print("\n".join(r["run"] for r in rows if not r["done"]))

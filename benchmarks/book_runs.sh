@@ -4,6 +4,7 @@
 #
 #   benchmarks/book_runs.sh --dry-run        # list every run (done or missing) and the estimated compute
 #   benchmarks/book_runs.sh [--seeds N]      # train the missing runs (default 3 seeds per arm, 5 for instruction following)
+#                                            # (and MRTPO / GDPO at the seeds their difference needs: book_runs.py)
 #
 # Restartable: a finished run folder (same config hash) is reused, and a run killed mid-way resumes from its last
 # checkpoint when asked again, so stop it at any time and start it again. Commit results/runs/ as runs land.

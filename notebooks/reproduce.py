@@ -96,6 +96,9 @@ plots.save(fig, f"reproduce_train_time_{model}")
 # an upper bound when common seeds make the arms move together), the power of a two-sided paired t-test at the
 # seeds both arms share for a difference of 0.05 and for the paper's own gap, the smallest difference it detects
 # with 80% power at those seeds and at 3, the seeds 0.05 needs, and the training time of both arms' runs.
+# The grid (`benchmarks/book_runs.py`, section "powered") trains GDPO and MRTPO up to the seeds 0.05 needs for
+# each main table's MRTPO − GDPO where its sd is paired (at most 16 seeds per arm): the sd decides how many seeds,
+# never the difference itself.
 
 # %%
 power = power_analysis.book_power(model)

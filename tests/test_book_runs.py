@@ -46,6 +46,31 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     assert len(book_runs.grid(seeds=5)) > len(plan)
 
 
+def test_powered_section_adds_the_seeds_mrtpo_minus_gdpo_needs(monkeypatch):
+    """The powered section plans MRTPO and GDPO up to the seeds the paired sd asks for (capped), right after the
+    main tables, and only where the sd is paired; seeds other sections already plan are not repeated."""
+    import pandas as pd
+
+    import mrtpo.power_analysis
+
+    rows = [("table1_text_to_sql", "sql", "mrtpo − gdpo", "paired", 13.0),
+            ("table5_ablation", "sql", "mrtpo − gdpo", "paired", 13.0),
+            ("table1_text_to_sql", "sql", "mrtpo − grpo", "paired", 30.0),
+            ("table3_tool_calling", "tool", "mrtpo − gdpo", "paired", 40.0),
+            ("table2_instruction_following", "if", "mrtpo − gdpo", "unknown (no arm has two seeds)", float("nan"))]
+    table = pd.DataFrame(rows, columns=["page", "task", "comparison", "measured", "seeds for 0.05 at 80% power"])
+    monkeypatch.setattr(mrtpo.power_analysis, "book_power", lambda *a, **k: table)
+    powered = book_runs.powered_seeds()
+    assert powered == {"sql": 13, "tool": book_runs.MAX_POWERED_SEEDS}
+    plan = book_runs.grid(seeds=3, powered=powered)
+    sections = list(dict.fromkeys(p.section for p in plan))
+    assert sections[:3] == ["power", "main tables", "powered"]
+    added = {(p.task, p.method, p.seed) for p in plan if p.section == "powered"}
+    assert {(m, s) for t, m, s in added if t == "sql"} == {("gdpo", s) for s in range(5, 13)} | {("mrtpo", s) for s in range(3, 13)}
+    assert {s for t, m, s in added if t == "tool" and m == "mrtpo"} == set(range(3, book_runs.MAX_POWERED_SEEDS))
+    assert len({p.cli() for p in plan}) == len(plan)
+
+
 def test_every_planned_run_is_a_valid_mrtpo_train_command():
     parser = build_parser()
     for p in book_runs.grid(seeds=3):
@@ -66,7 +91,7 @@ def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_pa
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
     plan = [book_runs.Planned("dose-response", "sql", m, 0, overrides={"dial": d}) for d in (0.0, 0.2) for m in ("gdpo", "mrtpo")]
-    monkeypatch.setattr(book_runs, "grid", lambda seeds: plan)
+    monkeypatch.setattr(book_runs, "grid", lambda seeds, powered: plan)
     book_runs.main(["--dry-run"])
     assert "dial bases neither built nor shipped" not in capsys.readouterr().out  # bases/ ships sql dial 0 and 0.2
     monkeypatch.setattr(mrtpo.tiny, "shipped_base", lambda name: None)
