@@ -33,6 +33,7 @@ import pandas as pd
 from .diagnose import RULE_CONCENTRATION_X, RULE_GAIN, RULE_RATIO
 from .diagnostics import read_localisation_notes
 from .evidence import compare, finished, seeds_text
+from .localisation import small_region_ratio
 from .report import answer_metric
 from .results import Run
 
@@ -58,10 +59,9 @@ def setting_localisation(dial: pd.DataFrame) -> pd.DataFrame:
     per = reward_localisation(dial)
     rows = []
     for (task, setting), g in per.groupby(["task", "setting"], sort=True):
-        small = g[g["token_share"] <= 0.5]
+        ratio, names = small_region_ratio(g["ratio"], g["token_share"], g["reward"])
         c80 = float(g["concentration80"].mean())
-        rows.append({"task": task, "setting": float(setting), "ratio": float(small["ratio"].mean()) if len(small) else math.nan,
-                     "ratio_rewards": ", ".join(small["reward"]), "concentration80": c80,
+        rows.append({"task": task, "setting": float(setting), "ratio": ratio, "ratio_rewards": names, "concentration80": c80,
                      "concentration_x": 0.8 / c80 if c80 > 0 else math.nan})
     return pd.DataFrame(rows, columns=["task", "setting", "ratio", "ratio_rewards", "concentration80", "concentration_x"])
 

@@ -45,12 +45,14 @@ def seed_values(runs: list[Run], metric: str, benchmark: str = "synthetic_test",
 
 def prompt_values(run: Run, metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1"):
     """(P, M) per-prompt values of ``metric``'s components (:func:`components`) in prompt order, or None for a
-    run folder written without per-prompt evaluation."""
+    run folder written without per-prompt evaluation (of this cell)."""
     per_prompt = run.eval_prompts
     if per_prompt is None:
         return None
     sel = per_prompt[(per_prompt.benchmark == benchmark) & (per_prompt.decoding == decoding)]
     parts = components(metric, sel.metric.unique())
+    if not parts:
+        return None
     return sel[sel.metric.isin(parts)].pivot(index="prompt", columns="metric", values="value")[parts].to_numpy(float)
 
 
@@ -220,8 +222,10 @@ def cost_gain(arms: dict[str, list[Run]], metric: str, paper_name: str | None = 
     """The ablation's cost beside its gain, one row per method of ``arms`` with runs: the seeds, held-out
     ``metric`` (mean ± s.e. over seeds), the paper's number (``results/paper/<paper_name>.csv``), the gain over
     ``baseline`` with its 95% interval (:func:`compare`), the forwards a step adds per sampled response
-    (:func:`extra_forwards`) and the median step time relative to the baseline's."""
+    (:func:`extra_forwards`) and the median step time relative to the baseline's; no runs: an empty table."""
     arms = {m: runs for m, runs in arms.items() if runs}
+    if not arms:
+        return pd.DataFrame(index=pd.Index([], name="method"))
     runs = [r for rs in arms.values() for r in rs]
     table = summary(evaluations(runs), metric, benchmark, decoding)
     steps_df = metrics(runs)

@@ -43,6 +43,18 @@ def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
                                        "concentration80"])
 
 
+#: a region holding more than this share of the tokens cannot show localisation by its ratio (which cannot
+#: exceed 1 / its token share): such rewards are judged by the ratio outside their region instead
+SMALL_REGION = 0.5
+
+
+def small_region_ratio(ratios: pd.Series, token_shares: pd.Series, names: pd.Series) -> tuple[float, str]:
+    """(mean check-region ratio over the rewards whose region holds at most :data:`SMALL_REGION` of the tokens,
+    those rewards' names joined by ", "); NaN and "" when no region is that small."""
+    small = (token_shares <= SMALL_REGION).to_numpy()
+    return (float(ratios[small].mean()) if small.any() else math.nan), ", ".join(map(str, names[small]))
+
+
 #: a binary verifier's reward -> the constraint state of Table 4
 STATES = {1.0: "satisfied", 0.0: "violated"}
 #: Table 4's rows named by a constraint type -> that type's ``label`` (``task.reward_label``)

@@ -25,6 +25,9 @@ RESULTS = SHIPPED
 #: column names of run folders written before a rename -> today's name (the committed runs keep their files,
 #: and their hashes: the names are not part of a run's identity)
 RENAMED_COLUMNS = {"mrtpo/beta": "mrtpo/beta_t", "beta": "mrtpo_beta"}
+#: the columns of :func:`evaluations` (a run folder's eval.csv, renamed)
+EVAL_COLUMNS = ["run", "task", "model", "method", "mrtpo_beta", "seed", "steps", "benchmark", "decoding", "metric", "value",
+                "n_prompts"]
 
 
 def answer_metric(task: str) -> str:
@@ -64,7 +67,9 @@ def components(metric: str, available) -> list[str]:
 
 def evaluations(runs: list[Run]) -> pd.DataFrame:
     """Tidy evaluation rows of these runs (one per run x benchmark x decoding x metric), plus each
-    :data:`COMPONENT_METRICS` metric as the mean of its components."""
+    :data:`COMPONENT_METRICS` metric as the mean of its components; no runs: an empty frame with these columns."""
+    if not runs:
+        return pd.DataFrame(columns=EVAL_COLUMNS)
     df = pd.concat([pd.read_csv(r.path / "eval.csv") for r in runs], ignore_index=True).rename(columns=RENAMED_COLUMNS)
     for derived in COMPONENT_METRICS:
         parts = components(derived, df.metric.unique())
@@ -90,7 +95,7 @@ def summary(df: pd.DataFrame, metric: str, benchmark: str = "synthetic_test", de
 
 def metrics(runs: list[Run]) -> pd.DataFrame:
     """Per-step training metrics of these runs, with method, mrtpo_beta, seed, task and completions_per_step
-    columns (for curves, s and replay rates)."""
+    columns (for curves, s and replay rates); no runs: an empty frame with those columns."""
     frames = []
     for r in runs:
         cfg = r.settings
@@ -98,7 +103,8 @@ def metrics(runs: list[Run]) -> pd.DataFrame:
                              seed=cfg["seed"], task=cfg["task"],
                              completions_per_step=cfg["prompts_per_step"] * cfg["num_generations"])
         frames.append(m)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["step", "method", "mrtpo_beta", "seed", "task", "completions_per_step"])
 
 
 def delivered_reallocation(m: pd.DataFrame) -> pd.DataFrame:

@@ -28,6 +28,7 @@ steps = None
 force = False
 task = "sql"
 controls = ["gdpo+constlen", "mrtpo+constlen"]  # fixed-length control arms, shown where their runs exist (never trained here)
+long_steps = 300  # GDPO and MRTPO run this long (benchmarks/book_runs.py, "convergence"): shown where finished, never trained here
 
 # %%
 from mrtpo import claims, evidence, plots, report
@@ -82,6 +83,27 @@ display(length_table.set_index("method"))
 fig = plots.curves(lengths, "completions/mean_length", ylabel="mean completion length (tokens)", title=f"response length, {task}, {model}")
 plots.save(fig, f"fig5_length_{task}_{model}")
 display(report.paper("fig5_convergence"))
+
+# %% [markdown]
+# ## Over a longer window: is GDPO still rising, and does MRTPO still arrive first?
+#
+# The same two verdicts on GDPO and MRTPO trained for `long_steps` steps (same seeds, same settings otherwise; the
+# learning-rate schedule spans the longer run): GDPO's final value is now that of a curve given three times the
+# steps to flatten.
+
+# %%
+long = {m: evidence.finished(task, m, model, long_steps) for m in ("gdpo", "mrtpo")}
+long_runs = [r for runs in long.values() for r in runs]
+if long_runs:
+    ml = report.metrics(long_runs)
+    long_table, long_verdicts = claims.convergence(ml, reward_col)
+    display(long_verdicts.drop(columns=["est", "lo", "hi"]).set_index("claim"))
+    display(long_table.set_index("method"))
+    ml["smoothed"] = claims.smoothed(ml, reward_col)
+    fig = plots.curves(ml, "smoothed", ylabel=f"training {reward_col} (10-step mean)", title=f"{task}, {model}, {long_steps} steps")
+    plots.save(fig, f"fig5_reward_{task}_{model}_{long_steps}steps")
+else:
+    print(f"No {long_steps}-step runs of {task} at {model} yet: benchmarks/book_runs.sh trains them (section \"convergence\").")
 
 # %% [markdown]
 # **Reading the page.** "Reaches GDPO's final value earlier" means something only against a GDPO curve that has

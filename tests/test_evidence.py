@@ -323,3 +323,82 @@ def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch
     sentence = power_analysis.book_power_sentence(table.reset_index())
     assert sentence.startswith("Of the book's 3 comparisons, 1 rest on two shared seeds or more")
     assert "1 have no runs yet (beta 0.5 − beta 0.25 on table5_ablation)" in sentence and "1 rest on one shared seed" in sentence
+
+
+def _add_cell(run: Run, benchmark: str, decoding: str, metric: str, value: float):
+    """One more evaluation cell in a fake run's eval.csv (no per-prompt rows: compared over seeds only)."""
+    df = pd.read_csv(run.path / "eval.csv")
+    row = df.iloc[0].to_dict() | {"benchmark": benchmark, "decoding": decoding, "metric": metric, "value": value}
+    pd.concat([df, pd.DataFrame([row])], ignore_index=True).to_csv(run.path / "eval.csv", index=False)
+    write_manifest(run.path)
+
+
+def test_sign_flips_mark_cells_against_the_headline_and_whether_their_interval_excludes_0(tmp_path):
+    from mrtpo import open_questions
+
+    rng = np.random.default_rng(5)
+    a = [fake_run(tmp_path / "a", "mrtpo", s, values(rng, 0.7)) for s in (0, 1, 2)]
+    b = [fake_run(tmp_path / "b", "gdpo", s, values(rng, 0.3)) for s in (0, 1, 2)]
+    for s, (x, y) in enumerate(zip(a, b)):  # greedy: a clear flip; hide-value: a flip inside the noise
+        _add_cell(x, "synthetic_test", "greedy", "execution_match", 0.2 + 0.01 * s)
+        _add_cell(y, "synthetic_test", "greedy", "execution_match", 0.6 + 0.01 * s)
+        _add_cell(x, "synthetic_hide_value", "temp1", "execution_match", (0.50, 0.40, 0.51)[s])
+        _add_cell(y, "synthetic_hide_value", "temp1", "execution_match", (0.40, 0.55, 0.52)[s])
+    table = open_questions.sign_flips(a, b, "execution_match").set_index(["benchmark", "decoding"])
+    assert table.loc[("synthetic_test", "temp1"), "headline"] and table.loc[("synthetic_test", "temp1"), "diff"] > 0
+    greedy, hidden = table.loc[("synthetic_test", "greedy")], table.loc[("synthetic_hide_value", "temp1")]
+    assert greedy["flipped"] and greedy["flip excludes 0"] and greedy["diff"] == pytest.approx(-0.4)
+    assert hidden["flipped"] and not hidden["flip excludes 0"]
+    sentence = open_questions.sign_flip_sentence(table.reset_index(), "sql", "MRTPO − GDPO")
+    assert "2 of 2 other cells have the opposite sign, 1 of them with an interval excluding 0 (synthetic_test / greedy" in sentence
+
+
+def test_task_comparison_and_the_cross_task_localisation_pattern(tmp_path, monkeypatch):
+    from mrtpo import open_questions
+
+    rng = np.random.default_rng(6)
+    arms = {task: {"mrtpo": [fake_run(tmp_path / task / "m", "mrtpo", s, values(rng, p)) for s in (0, 1, 2)],
+                   "gdpo": [fake_run(tmp_path / task / "g", "gdpo", s, values(rng, 0.4)) for s in (0, 1, 2)]}
+            for task, p in (("sql", 0.6), ("tool", 0.45))}
+    arms["if"] = {"mrtpo": arms["sql"]["mrtpo"]}  # no GDPO runs: a row that says so
+    monkeypatch.setattr(open_questions, "answer_metric", lambda task: "execution_match")
+    ratios = {id(arms["sql"]["mrtpo"]): 1.4, id(arms["tool"]["mrtpo"]): 3.0}
+    monkeypatch.setattr(open_questions, "where_shift_lands", lambda runs: pd.DataFrame(
+        {"label": ["small", "large"], "ratio": [ratios.get(id(runs), 2.0), 1.1], "token share": [0.1, 0.8],
+         "concentration80": [0.2, 0.2]}))
+    table = open_questions.gain_beside_localisation(arms).set_index("task")
+    c = evidence.compare(arms["sql"]["mrtpo"], arms["sql"]["gdpo"], "execution_match")
+    assert table.loc["sql", "diff"] == pytest.approx(c["diff"]) and table.loc["sql", "lo"] == pytest.approx(c["lo"])
+    assert table.loc["sql", "check-region ratio"] == 1.4 and table.loc["sql", "ratio over"] == "small"  # the large region is left out
+    assert table.loc["tool", "concentration (x)"] == pytest.approx(4.0)
+    assert table.loc["if", "verdict"] == "no runs of gdpo" and table.loc["if", "shared seeds"] == 0
+    sentence = open_questions.localisation_gain_sentence(table.reset_index())
+    assert sentence.startswith("The best-localised task here is tool (check-region ratio 3.00)")
+    assert "is the smallest of the 2 tasks" in sentence
+
+
+def test_where_shift_lands_pools_the_reasoning_share(monkeypatch):
+    from mrtpo import open_questions
+
+    loc = pd.DataFrame({"label": ["a", "a", "b"], "seed": [0, 1, 0], "shift_inside": [1.0, 1.0, 2.0],
+                        "shift_total": [4.0, 2.0, 4.0], "tokens_inside": [2, 2, 5], "tokens_total": [10, 10, 10],
+                        "concentration80": [0.2, 0.3, 0.4], "think_shift": [3.0, 0.0, 1.0]})
+    monkeypatch.setattr(open_questions, "seeds_localisation", lambda runs: loc)
+    table = open_questions.where_shift_lands([]).set_index("label")
+    assert table.loc["a", "reasoning share"] == pytest.approx(3.0 / 6.0) and table.loc["b", "reasoning share"] == pytest.approx(0.25)
+    assert table.loc["a", "ratio"] == pytest.approx((2.0 / 6.0) / (4 / 20))
+
+
+def test_shift_and_comparison_sentences_count_what_the_intervals_say():
+    from mrtpo import open_questions
+
+    shift = pd.DataFrame({"label": ["format", "match"], "ratio": [2.5, 1.05], "lo": [1.8, 0.9], "hi": [3.1, 1.2],
+                          "reasoning share": [0.2, 0.6]})
+    assert open_questions.shift_sentence(shift, "sql") == (
+        "sql: 1 of 2 rewards have a check-region ratio whose interval lies above 1 (largest: format 2.50 [1.80, 3.10]); "
+        "the reasoning holds 20%–60% of a reward's shift.")
+    table = pd.DataFrame({"task": ["sql", "tool", "if", "x"], "shared seeds": [3, 3, 1, 0], "lo": [-0.2, -0.1, -0.3, math.nan],
+                          "hi": [-0.05, 0.1, -0.1, math.nan]})
+    assert open_questions.comparison_sentence(table, "opsd", "grpo") == (
+        "opsd − grpo: below 0 on 1 of 3 tasks with runs (sql); above 0 on 0; undecided on 2 (tool, if: the interval "
+        "holds 0 or rests on one shared seed); no runs on x.")
