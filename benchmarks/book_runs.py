@@ -17,8 +17,8 @@ and MRTPO at the seeds the paper's claim MRTPO − GDPO needs for a difference o
 finished runs measure it (``powered_seeds``: an internal pilot — the sd of the paired difference over the seeds
 present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) the ablation —
 joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and (text-to-SQL) sub-verifier rewards; (4) the
-beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps on
-text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``, every setting of
+beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps
+(``claims.LONG_STEPS``) on text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``, every setting of
 ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by ``mrtpo.dose_response``. Every arm
 uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
 of the task's default base, or copied from ``bases/`` when the repository ships it; its build time is not in the
@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mrtpo.tiny import DIAL_SETTINGS  # noqa: E402 (after the repository is on the path)
+from mrtpo.claims import LONG_STEPS  # noqa: E402 (after the repository is on the path)
+from mrtpo.tiny import DIAL_SETTINGS  # noqa: E402
 
 TASKS = ("sql", "tool", "if")
 #: instruction following gets 5 seeds per arm, as the paper
@@ -103,7 +104,7 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
             plan += [Planned("ablation", task, m, s, overrides={"rewards": "sub"}) for s in n(task) for m in ("mrtpo", "gdpo")]
     for task in TASKS:
         plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in (0.25, 0.75, 1.0)]
-    plan += [Planned("convergence", "sql", m, s, steps=300) for s in range(seeds) for m in ("gdpo", "mrtpo")]
+    plan += [Planned("convergence", "sql", m, s, steps=LONG_STEPS) for s in range(seeds) for m in ("gdpo", "mrtpo")]
     for task in DOSE_TASKS:  # settings in order, both arms of a seed together: a stopped grid leaves paired runs
         plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
                  for d in DIAL_SETTINGS for s in range(seeds) for m in ("gdpo", "mrtpo")]

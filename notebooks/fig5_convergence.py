@@ -28,7 +28,7 @@ steps = None
 force = False
 task = "sql"
 controls = ["gdpo+constlen", "mrtpo+constlen"]  # fixed-length control arms, shown where their runs exist (never trained here)
-long_steps = 300  # GDPO and MRTPO run this long (benchmarks/book_runs.py, "convergence"): shown where finished, never trained here
+long_steps = 300  # claims.LONG_STEPS; GDPO and MRTPO run this long (benchmarks/book_runs.py, "convergence"): shown where finished, never trained here
 
 # %%
 from mrtpo import claims, evidence, plots, report
@@ -37,7 +37,7 @@ plan = report.check_model(task, model)
 arms = evidence.arm_runs(task, ["grpo", "gdpo", "mrtpo"], model, seeds, steps, force)
 m = report.metrics([r for runs in arms.values() for r in runs])
 metric = report.answer_metric(task)
-reward_col = next((c for c in m.columns if c.startswith(f"rewards/{metric}") and c.endswith("/mean")), "reward")
+reward_col = claims.training_reward_column(m, metric)
 table, verdicts = claims.convergence(m, reward_col)
 control_runs = [r for arm in controls for r in evidence.finished(task, arm, model, steps)]
 lengths = m if not control_runs else report.metrics([r for runs in arms.values() for r in runs] + control_runs)

@@ -26,7 +26,7 @@ steps = None  # None: the registry's steps for this model
 task = "sql"  # the task of questions 2, 3 and 6 (the beta sweep, the ablation and the long runs exist for it)
 tasks = ["sql", "tool", "if"]
 betas = [0.25, 0.5, 0.75, 1.0]  # question 2's sweep (1.0 shows the plateau)
-convergence_steps = 300  # the long runs of question 6 (benchmarks/book_runs.py, section "convergence")
+convergence_steps = 300  # claims.LONG_STEPS; the long runs of question 6 (benchmarks/book_runs.py, section "convergence")
 
 # %%
 import pandas as pd
@@ -131,7 +131,7 @@ long = arms(["gdpo", "mrtpo"], n_steps=convergence_steps)
 long_runs = [r for runs in long.values() for r in runs]
 if long_runs:
     m = report.metrics(long_runs)
-    reward_col = next((c for c in m.columns if c.startswith(f"rewards/{metric}") and c.endswith("/mean")), "reward")
+    reward_col = claims.training_reward_column(m, metric)
     display(claims.convergence(m, reward_col)[1].drop(columns=["est", "lo", "hi"]).set_index("claim"))
 else:
     print(f"No {convergence_steps}-step runs yet: benchmarks/book_runs.sh trains them (section \"convergence\").")

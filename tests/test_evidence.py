@@ -402,3 +402,27 @@ def test_shift_and_comparison_sentences_count_what_the_intervals_say():
     assert open_questions.comparison_sentence(table, "opsd", "grpo") == (
         "opsd − grpo: below 0 on 1 of 3 tasks with runs (sql); above 0 on 0; undecided on 2 (tool, if: the interval "
         "holds 0 or rests on one shared seed); no runs on x.")
+
+
+def test_headline_verdicts_judge_convergence_on_the_long_runs(tmp_path, monkeypatch):
+    """The landing page's convergence row reads the LONG_STEPS runs only: MRTPO rising twice as fast as GDPO on
+    every seed saves part of the window; with no long runs the row says so."""
+    rng = np.random.default_rng(7)
+    steps = np.arange(1, 41)
+    long = {}
+    for method, rate in (("gdpo", 0.01), ("mrtpo", 0.02)):
+        long[method] = [fake_run(tmp_path / method, method, s, values(rng, 0.5)) for s in (0, 1, 2)]
+        for r in long[method]:
+            reward = np.minimum(0.2 + rate * steps, 0.6) + 0.001 * r.seed
+            pd.DataFrame({"step": steps, "step_time": 1.0, "rewards/execution_match/mean": reward}).to_csv(
+                r.path / "metrics.csv", index=False)
+            write_manifest(r.path)
+    monkeypatch.setattr(claims, "finished", lambda task, method, model="tiny", steps=None, **k:
+                        long.get(method, []) if steps == claims.LONG_STEPS else [])
+    name = f"MRTPO reaches GDPO's final value earlier (text-to-SQL, {claims.LONG_STEPS} steps; share of the window saved)"
+    row = claims.verdicts().set_index("claim").loc[name]
+    assert row["est"] > 0.3 and row["claimed"] == pytest.approx(0.4) and row["page"] == "fig5_convergence"
+    assert row["ours"].endswith("over 3 seeds") and row["verdict"] != "inconclusive"
+    monkeypatch.setattr(claims, "finished", lambda *a, **k: [])
+    v = claims.verdicts().set_index("claim")
+    assert v.loc[f"MRTPO reaches GDPO's final value earlier (text-to-SQL, {claims.LONG_STEPS} steps)", "ours"] == "no runs"
