@@ -30,7 +30,7 @@ examples:
   mrtpo bases                                                 # the tiny bases the repository carries (bases/)
   mrtpo bases --reproduce                                     # rebuild each and compare its weights (hours)
 
-Run folders: results/runs/<task>/<model>/<method>[-dial<d>][-beta<b>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
+Run folders: results/runs/<task>/<model>/<method>[-dial<d>][-beta<b>][-steps<n>]-seed<s>-<hash8>/ ($MRTPO_RESULTS overrides
 results/). Checkpoints and final weights: ~/.cache/mrtpo/work/<hash>/ ($MRTPO_CACHE). A run killed midway
 resumes from its last checkpoint when the same command is run again.
 """

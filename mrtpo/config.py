@@ -166,6 +166,12 @@ def dial_setting(value, model: str) -> float:
     return setting
 
 
+def default_steps(task: str, model: str) -> int:
+    """The steps a run of ``model`` on ``task`` takes unless asked otherwise (the registry's; the smoke size's
+    ``SMOKE_RUN``)."""
+    return SMOKE_RUN["steps"] if model == "smoke" else model_spec(task, model).steps
+
+
 def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> RunConfig:
     """Validate the request and fill every field; fails before any work with a message naming the valid values.
 

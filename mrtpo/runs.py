@@ -4,7 +4,7 @@
 (``mrtpo.config``), hashes it together with the base model, the data and the package versions, and either
 returns the finished folder of that hash or trains::
 
-    results/runs/<task>/<model>/<method>[-dial<setting>][-beta<mrtpo_beta>]-seed<s>-<hash8>/   (files: ``mrtpo.results``)
+    results/runs/<task>/<model>/<method>[-dial<setting>][-beta<mrtpo_beta>][-steps<n>]-seed<s>-<hash8>/   (files: ``mrtpo.results``)
 
 Faults (issue 7): the folder is written under a temporary name and renamed when complete, so a crash never
 leaves a folder the cache would reuse; a lock file makes a second process asking for the same run wait and
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import __version__
 from .advantages import TOKEN_LEVEL
-from .config import OPTIONAL_FIELDS, BadRequest, RunConfig, resolve
+from .config import OPTIONAL_FIELDS, BadRequest, RunConfig, default_steps, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
 from .geometry import job_processes
 from .manifest import check_writable, write_manifest
@@ -105,10 +105,12 @@ def content_hash(ident: dict) -> str:
 
 def run_name(cfg: RunConfig, digest: str) -> str:
     """cleanRL-style folder name, the same every time: ``mrtpo+saw-beta0.5-seed0-1a2b3c4d`` (``beta`` is
-    ``mrtpo_beta``; the committed folders are named so); on a dial base ``gdpo-dial0.2-seed0-1a2b3c4d``."""
+    ``mrtpo_beta``; the committed folders are named so); on a dial base ``gdpo-dial0.2-seed0-1a2b3c4d``; a run
+    of other than the model's default steps (``config.default_steps``) says so: ``gdpo-steps300-seed0-1a2b3c4d``."""
     beta = f"-beta{cfg.mrtpo_beta:g}" if cfg.method in TOKEN_LEVEL and cfg.method != "uniform" else ""
     dial = f"-dial{cfg.dial:g}" if cfg.dial is not None else ""
-    return f"{cfg.label}{dial}{beta}-seed{cfg.seed}-{digest[:8]}"
+    steps = f"-steps{cfg.steps}" if cfg.steps != default_steps(cfg.task, cfg.model) else ""
+    return f"{cfg.label}{dial}{beta}{steps}-seed{cfg.seed}-{digest[:8]}"
 
 
 def locate(cfg: RunConfig) -> tuple[dict, str, Path]:

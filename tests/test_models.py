@@ -253,3 +253,12 @@ def test_plan_of_every_paper_model_keeps_the_papers_step(gpus, monkeypatch, tmp_
             assert g["per_device_train_batch_size"] * g["gradient_accumulation_steps"] * gpus == g["completions_per_step"]
             assert all(not f["present"] and f["get_it_from"] for f in plan["data_files"])
             assert ("zero3_8gpu" in plan["launch"]) == (gpus > 1)
+
+
+def test_a_run_folder_name_says_when_its_steps_are_not_the_default():
+    from mrtpo import runs
+    from mrtpo.config import resolve
+
+    assert runs.run_name(resolve("sql", "gdpo", steps=300), "0" * 64) == "gdpo-steps300-seed0-00000000"
+    assert runs.run_name(resolve("sql", "mrtpo", steps=100), "0" * 64) == "mrtpo-beta0.5-seed0-00000000"
+    assert runs.run_name(resolve("sql", "gdpo", "smoke"), "0" * 64) == "gdpo-seed0-00000000"  # the smoke size's own 2 steps
