@@ -30,10 +30,19 @@ def where_shift_lands(runs: list[Run]) -> pd.DataFrame:
     return table.assign(**{"reasoning share": table["label"].map(think["think_shift"] / think["shift_total"])})
 
 
+def sign_of(lo: float, hi: float, shared: int) -> str:
+    """What an interval of a difference says, without taking a side: "above 0", "below 0" (the interval excludes
+    0, over two shared seeds or more), "holds 0", or "one shared seed" (no seed-to-seed noise in the interval)."""
+    if shared < 2 or lo != lo:
+        return "one shared seed"
+    return "above 0" if lo > 0 else "below 0" if hi < 0 else "holds 0"
+
+
 def task_comparison(arms: dict[str, dict[str, list[Run]]], better: str, worse: str) -> pd.DataFrame:
     """``better − worse`` on each task's held-out answer metric (``report.answer_metric``), one row per task of
     ``arms`` ({task: {method: runs}}): the seeds each arm has, the difference over the shared seeds with its 95%
-    paired interval and verdict against 0 (:func:`evidence.compare`), or "no runs of ..." where an arm has none."""
+    paired interval (:func:`evidence.compare`) and what it says (:func:`sign_of`), or "no runs of ..." where an arm
+    has none."""
     rows = []
     for task, runs in arms.items():
         a, b = runs.get(better, []), runs.get(worse, [])
@@ -43,11 +52,11 @@ def task_comparison(arms: dict[str, dict[str, list[Run]]], better: str, worse: s
             c = compare(a, b, row["metric"])
             row.update({"shared seeds": len(c["shared_seeds"]), "diff": c["diff"], "lo": c["lo"], "hi": c["hi"],
                         f"{better} − {worse} (95% interval)": interval_text(c["diff"], c["lo"], c["hi"]),
-                        "verdict": c["verdict"]})
+                        "sign": sign_of(c["lo"], c["hi"], len(c["shared_seeds"]))})
         else:
             row.update({"shared seeds": 0, "diff": math.nan, "lo": math.nan, "hi": math.nan,
                         f"{better} − {worse} (95% interval)": "—",
-                        "verdict": "no runs of " + " or ".join(m for m, x in ((better, a), (worse, b)) if not x)})
+                        "sign": "no runs of " + " or ".join(m for m, x in ((better, a), (worse, b)) if not x)})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -144,12 +153,11 @@ def shift_sentence(table: pd.DataFrame, task: str) -> str:
 
 def comparison_sentence(table: pd.DataFrame, better: str, worse: str) -> str:
     """One sentence on a :func:`task_comparison` table: on how many tasks ``better − worse`` is below 0 or above 0
-    (an interval over two shared seeds or more that excludes 0) or undecided (the interval holds 0, or one shared
-    seed: no seed-to-seed noise in it), and the tasks without runs."""
+    (:func:`sign_of`: an interval over two shared seeds or more that excludes 0) or undecided (it holds 0, or one
+    shared seed), and the tasks without runs."""
     tested = table[table["shared seeds"] > 0]
-    paired = tested[tested["shared seeds"] >= 2]
-    below = paired[paired["hi"] < 0]["task"].tolist()
-    above = paired[paired["lo"] > 0]["task"].tolist()
+    below = tested[tested["sign"] == "below 0"]["task"].tolist()
+    above = tested[tested["sign"] == "above 0"]["task"].tolist()
     unsure = [t for t in tested["task"] if t not in below + above]
     missing = table[table["shared seeds"] == 0]["task"].tolist()
     parts = [f"{better} − {worse}: below 0 on {len(below)} of {len(tested)} tasks with runs"

@@ -111,7 +111,7 @@ print(evidence.verdict_sentence(replay_gain))
 
 # %%
 gains = open_questions.gain_beside_localisation(per_task)
-display(gains[["task", "metric", "seeds", "mrtpo − gdpo (95% interval)", "verdict", "check-region ratio", "ratio over",
+display(gains[["task", "metric", "seeds", "mrtpo − gdpo (95% interval)", "sign", "check-region ratio", "ratio over",
                "concentration (x)"]].round(2).set_index("task"))
 print(open_questions.localisation_gain_sentence(gains))
 rates = [{"task": t, "MRTPO seeds": len(per_task[t]["mrtpo"]), **report.replay_rates(report.metrics(per_task[t]["mrtpo"]))}
@@ -146,8 +146,8 @@ else:
 opsd = open_questions.task_comparison(per_task, "opsd", "grpo")
 beaten = open_questions.task_comparison(per_task, "mrtpo", "opsd")
 display(opsd.merge(beaten, on=["task", "metric"], suffixes=("", " (mrtpo − opsd)"))
-        [["task", "metric", "seeds", "opsd − grpo (95% interval)", "verdict", "mrtpo − opsd (95% interval)",
-          "verdict (mrtpo − opsd)"]].set_index("task"))
+        [["task", "metric", "seeds", "opsd − grpo (95% interval)", "sign", "mrtpo − opsd (95% interval)",
+          "sign (mrtpo − opsd)"]].set_index("task"))
 print(open_questions.comparison_sentence(opsd, "opsd", "grpo"))
 print(open_questions.comparison_sentence(beaten, "mrtpo", "opsd"))
 

@@ -371,7 +371,8 @@ def test_task_comparison_and_the_cross_task_localisation_pattern(tmp_path, monke
     assert table.loc["sql", "diff"] == pytest.approx(c["diff"]) and table.loc["sql", "lo"] == pytest.approx(c["lo"])
     assert table.loc["sql", "check-region ratio"] == 1.4 and table.loc["sql", "ratio over"] == "small"  # the large region is left out
     assert table.loc["tool", "concentration (x)"] == pytest.approx(4.0)
-    assert table.loc["if", "verdict"] == "no runs of gdpo" and table.loc["if", "shared seeds"] == 0
+    assert table.loc["if", "sign"] == "no runs of gdpo" and table.loc["if", "shared seeds"] == 0
+    assert table.loc["sql", "sign"] == open_questions.sign_of(c["lo"], c["hi"], 3)
     sentence = open_questions.localisation_gain_sentence(table.reset_index())
     assert sentence.startswith("The best-localised task here is tool (check-region ratio 3.00)")
     assert "is the smallest of the 2 tasks" in sentence
@@ -397,8 +398,10 @@ def test_shift_and_comparison_sentences_count_what_the_intervals_say():
     assert open_questions.shift_sentence(shift, "sql") == (
         "sql: 1 of 2 rewards have a check-region ratio whose interval lies above 1 (largest: format 2.50 [1.80, 3.10]); "
         "the reasoning holds 20%–60% of a reward's shift.")
-    table = pd.DataFrame({"task": ["sql", "tool", "if", "x"], "shared seeds": [3, 3, 1, 0], "lo": [-0.2, -0.1, -0.3, math.nan],
-                          "hi": [-0.05, 0.1, -0.1, math.nan]})
+    table = pd.DataFrame({"task": ["sql", "tool", "if", "x"], "shared seeds": [3, 3, 1, 0],
+                          "sign": ["below 0", "holds 0", "one shared seed", "no runs of opsd"]})
+    assert [open_questions.sign_of(lo, hi, n) for lo, hi, n in ((-0.2, -0.05, 3), (-0.1, 0.1, 3), (-0.3, -0.1, 1))] == \
+        ["below 0", "holds 0", "one shared seed"]
     assert open_questions.comparison_sentence(table, "opsd", "grpo") == (
         "opsd − grpo: below 0 on 1 of 3 tasks with runs (sql); above 0 on 0; undecided on 2 (tool, if: the interval "
         "holds 0 or rests on one shared seed); no runs on x.")
