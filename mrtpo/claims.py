@@ -29,8 +29,20 @@ def training_reward_column(m: pd.DataFrame, metric: str) -> str:
 
 
 
-def smoothed(m: pd.DataFrame, column: str, window: int = 10) -> pd.Series:
-    """``column`` of per-step metrics as a trailing mean over ``window`` steps, per (method, seed)."""
+#: a curve's smoothing window as a share of its steps (10 steps at 100): a longer run's final value is then the
+#: mean of as large a share of its window, not of a noisier few steps
+SMOOTHING_SHARE = 0.1
+
+
+def smoothing_window(m: pd.DataFrame) -> int:
+    """:data:`SMOOTHING_SHARE` of the longest run's steps in ``m`` (at least 1 step)."""
+    return max(1, int(round(SMOOTHING_SHARE * m["step"].max()))) if len(m) else 1
+
+
+def smoothed(m: pd.DataFrame, column: str, window: int | None = None) -> pd.Series:
+    """``column`` of per-step metrics as a trailing mean over ``window`` steps (None: :func:`smoothing_window`),
+    per (method, seed)."""
+    window = window or smoothing_window(m)
     return m.groupby(["method", "seed"])[column].transform(lambda x: x.rolling(window, min_periods=1).mean())
 
 
@@ -54,11 +66,12 @@ def _over_seeds(x) -> tuple[float, float, float, int]:
     return (float(x.mean()) if len(x) else math.nan), d["lo"], d["hi"], len(x)
 
 
-def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: int = 10, tail: float = 0.2
+def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: int | None = None, tail: float = 0.2
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(table, verdicts) of "reaches the baseline's final value earlier" (Fig. 5), paired by seed.
 
-    Per (method, seed): ``column`` smoothed over ``window`` steps (:func:`smoothed`); its final value; the slope
+    Per (method, seed): ``column`` smoothed over ``window`` steps (:func:`smoothed`; None: 10% of the steps, 10
+    at 100); its final value; the slope
     of the raw per-step values over the last ``tail`` of the steps (:func:`tail_slope`, per 100 steps); and the
     first step where the smoothed curve reaches the baseline's final smoothed value *of the same seed*. The table,
     per method: seeds, final value, tail slope and first step (mean ± s.e. over seeds; seeds that never reach it

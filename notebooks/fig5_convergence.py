@@ -48,7 +48,7 @@ length_table, length_verdicts = claims.length_change(lengths)
 #
 # First: has GDPO's curve flattened — the slope of its per-step training reward over the last 20% of the steps,
 # with a 95% bootstrap interval over seeds? Then, per method: the share of the window it saves in reaching GDPO's
-# final (10-step mean) value of the same seed, with its interval over seeds, against the paper's 0.4.
+# final value (the mean over its last 10% of steps) of the same seed, with its interval over seeds, against the paper's 0.4.
 
 # %%
 display(verdicts.drop(columns=["est", "lo", "hi"]).set_index("claim"))
@@ -61,7 +61,7 @@ display(table.set_index("method"))
 
 # %%
 m["smoothed"] = claims.smoothed(m, reward_col)
-fig = plots.curves(m, "smoothed", ylabel=f"training {reward_col} (10-step mean)", title=f"{task}, {model}")
+fig = plots.curves(m, "smoothed", ylabel=f"training {reward_col} ({claims.smoothing_window(m)}-step mean)", title=f"{task}, {model}")
 plots.save(fig, f"fig5_reward_{task}_{model}")
 
 # %% [markdown]
@@ -88,8 +88,8 @@ display(report.paper("fig5_convergence"))
 # ## Over a longer window: is GDPO still rising, and does MRTPO still arrive first?
 #
 # The same two verdicts on GDPO and MRTPO trained for `long_steps` steps (same seeds, same settings otherwise; the
-# learning-rate schedule spans the longer run): GDPO's final value is now that of a curve given three times the
-# steps to flatten.
+# linear learning-rate decay spans the longer run): GDPO's final value, the mean over its last 10% of steps, is
+# now that of a curve given three times the steps to flatten.
 
 # %%
 long = {m: evidence.finished(task, m, model, long_steps) for m in ("gdpo", "mrtpo")}
@@ -100,7 +100,8 @@ if long_runs:
     display(long_verdicts.drop(columns=["est", "lo", "hi"]).set_index("claim"))
     display(long_table.set_index("method"))
     ml["smoothed"] = claims.smoothed(ml, reward_col)
-    fig = plots.curves(ml, "smoothed", ylabel=f"training {reward_col} (10-step mean)", title=f"{task}, {model}, {long_steps} steps")
+    fig = plots.curves(ml, "smoothed", ylabel=f"training {reward_col} ({claims.smoothing_window(ml)}-step mean)",
+                       title=f"{task}, {model}, {long_steps} steps")
     plots.save(fig, f"fig5_reward_{task}_{model}_{long_steps}steps")
 else:
     print(f"No {long_steps}-step runs of {task} at {model} yet: benchmarks/book_runs.sh trains them (section \"convergence\").")
