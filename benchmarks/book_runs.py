@@ -7,9 +7,9 @@ and what the missing ones will cost.
 
 ``benchmarks/book_runs.sh`` trains the missing runs one at a time in this order (2 cores: never two trainings at
 once); a run folder that exists is reused and a killed run resumes from its last checkpoint, so the script can be
-stopped and restarted at any point. The estimate of a missing run is the median training time of the finished
-runs of the same task and method (on any base: the default one or a dial base; of the task when the method has
-none), scaled by steps; evaluation is not included.
+stopped and restarted at any point. The estimate of a missing run is its steps times the median training time per
+step of the finished runs of the same task, method and kind of base (the default base or a dial base; else on
+either; else of the task's other methods on that kind of base); evaluation is not included.
 
 Priority: (1) power — GDPO at 5 seeds on every task, the seed-to-seed spread every other number is judged
 against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (2b) powered — GDPO
@@ -125,16 +125,19 @@ def status(plan: list[Planned]) -> list[dict]:
     from mrtpo.results import runs_table
 
     done = runs_table()
-    done = done[done["model"] == "tiny"]
-    by_method = done.groupby(["task", "method"])["train_s"].median()
-    by_task = done.groupby("task")["train_s"].median()
+    done = done[done["model"] == "tiny"].assign(base=lambda d: d["dial"].notna().map({True: "dial", False: "default"}),
+                                                 per_step=lambda d: d["train_s"] / d["steps"])
+    by_base = done.groupby(["task", "method", "base"])["per_step"].median()
+    by_method = done.groupby(["task", "method"])["per_step"].median()
+    by_task_base = done.groupby(["task", "base"])["per_step"].median()
     rows = []
     for p in tqdm(plan, desc="checking run folders"):
         found = runner.find(p.task, p.method, "tiny", seed=p.seed, steps=p.steps, **p.overrides)
-        label = runner.resolve(p.task, p.method, "tiny", **p.overrides).label  # a dial run: its arm on every base
-        seconds = by_method.get((p.task, label), by_task.get(p.task, float("nan")))
-        rows.append({"section": p.section, "run": p.cli(), "done": found is not None,
-                     "est_min": seconds / 60 * (p.steps or 100) / 100})
+        cfg = runner.resolve(p.task, p.method, "tiny", steps=p.steps, **p.overrides)
+        base = "dial" if cfg.dial is not None else "default"
+        per_step = by_base.get((p.task, cfg.label, base),
+                               by_method.get((p.task, cfg.label), by_task_base.get((p.task, base), float("nan"))))
+        rows.append({"section": p.section, "run": p.cli(), "done": found is not None, "est_min": per_step * cfg.steps / 60})
     return rows
 
 
