@@ -70,7 +70,8 @@ def evaluations(runs: list[Run]) -> pd.DataFrame:
     :data:`COMPONENT_METRICS` metric as the mean of its components; no runs: an empty frame with these columns."""
     if not runs:
         return pd.DataFrame(columns=EVAL_COLUMNS)
-    df = pd.concat([pd.read_csv(r.path / "eval.csv") for r in runs], ignore_index=True).rename(columns=RENAMED_COLUMNS)
+    # renamed per folder: older folders spell a column the old way, and a concat would hold both spellings
+    df = pd.concat([pd.read_csv(r.path / "eval.csv").rename(columns=RENAMED_COLUMNS) for r in runs], ignore_index=True)
     for derived in COMPONENT_METRICS:
         parts = components(derived, df.metric.unique())
         if parts and parts != [derived]:

@@ -83,6 +83,11 @@ def test_a_component_metric_is_paired_over_its_components(tmp_path):
     assert c["resampled"] == "seeds × prompts" and c["diff"] == pytest.approx(np.mean([va[s] - vb[s] for s in (0, 1)]))
     se, how = evidence.run_eval_se(a[0], "constraint_mean")
     assert how == "prompts" and 0 < se < 0.2
+    # an older folder spells mrtpo_beta "beta" in eval.csv: read beside newer ones, each keeps its value
+    old = a[0].path / "eval.csv"
+    pd.read_csv(old).rename(columns={"mrtpo_beta": "beta"}).to_csv(old, index=False)
+    write_manifest(a[0].path)
+    assert evidence.seed_values(a, "constraint_mean") == pytest.approx(va)
 
 
 def test_verdict_table_power_and_noise(tmp_path):
