@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import logging
 import re
@@ -41,8 +42,13 @@ CHECKERS_VERSION = "if-verifiable==0.1.2"
 def registry() -> dict[str, type]:
     """The merged IFEval + IFBench instruction registry (imported on first use: it loads nltk and langdetect)."""
     import langdetect
-    from if_verifiable.ifbench.instructions_registry import INSTRUCTION_DICT as ifbench
-    from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT as ifeval
+
+    # importing IFBench downloads its nltk resources when absent; offline, each failed download prints a few lines
+    # of "[nltk_data] Error loading ..." on every page and log that checks a constraint. A resource the checkers do
+    # need and lack still fails where it is used, with nltk's own message naming it.
+    with contextlib.redirect_stderr(io.StringIO()):
+        from if_verifiable.ifbench.instructions_registry import INSTRUCTION_DICT as ifbench
+        from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT as ifeval
 
     # langdetect is random by default; a fixed seed makes the language/case checkers deterministic
     langdetect.DetectorFactory.seed = 0
