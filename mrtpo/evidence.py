@@ -200,7 +200,7 @@ BOOK_COMPARISONS = {
     "table1_text_to_sql": Comparisons("sql", MAIN_PAIRS + (("mrtpo", "opsd"), ("mrtpo", "entropy")), "table1_text_to_sql",
                                       "six-benchmark avg execution accuracy"),
     "table2_instruction_following": Comparisons("if", MAIN_PAIRS, "table2_instruction_following"),
-    "table3_tool_calling": Comparisons("tool", MAIN_PAIRS, "table3_tool_calling"),
+    "table3_tool_calling": Comparisons("tool", MAIN_PAIRS + (("mrtpo", "opsd"), ("mrtpo", "entropy")), "table3_tool_calling"),
     "table5_ablation": Comparisons("sql", (("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"),
                                            ("mrtpo", "gdpo+saw"), ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"),
                                            ("entropy", "gdpo"), ("gdpo+saw", "gdpo")), "table5_ablation"),

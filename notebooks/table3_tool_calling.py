@@ -19,7 +19,9 @@
 # Two rewards: the format of `<think>…</think><tool_call>JSON</tool_call>` and correctness as BFCL's AST
 # checker judges it (Z blocks: the output template and the reference call). The paper trains
 # Qwen2.5-1.5B/3B on RLLA and evaluates on BFCL-v4 single turn. The tiny default trains and evaluates on
-# synthetic tool specs and queries.
+# synthetic tool specs and queries. Beside the paper's arms: OPSD (the paper's Table 1 baseline, here on tool calling
+# too) and the entropy-weighted control (MRTPO's weights from the policy's token entropy, no replay: is relevance
+# more than uncertainty?).
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 1.5b, 3b; "smoke" is the test suite's size
@@ -28,7 +30,7 @@ steps = None  # None: the registry's steps for this model
 force = False  # retrain instead of reusing cached run folders
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "tool"
-methods = ["grpo", "gdpo", "mrtpo"]
+methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 
 # %%
 from mrtpo import claims, evidence, plots, power_analysis, report
