@@ -27,7 +27,7 @@ model = "tiny"
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
-tasks = ["sql"]
+tasks = ["sql", "tool"]
 betas = [0.25, 0.5, 0.75]
 
 # %%
