@@ -30,6 +30,7 @@ convergence_steps = 300  # claims.LONG_STEPS; the long runs of question 6 (bench
 
 # %%
 import pandas as pd
+from IPython.display import Markdown
 
 from mrtpo import claims, evidence, open_questions, plots, report
 
@@ -55,15 +56,16 @@ per_task = {t: arms(["grpo", "gdpo", "mrtpo", "opsd"], t) for t in tasks}
 
 # %%
 shift = pd.concat([open_questions.where_shift_lands(per_task[t]["mrtpo"]).assign(task=t) for t in tasks], ignore_index=True)
-display(shift.assign(**{"shift %": 100 * shift["shift share"], "token %": 100 * shift["token share"],
+named = shift.assign(reward=shift["label"].str.split(":").str[-1])  # a constraint type without its group
+display(named.assign(**{"shift %": 100 * shift["shift share"], "token %": 100 * shift["token share"],
                         "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="") for r, lo, hi in
                                                  zip(shift["ratio"], shift["lo"], shift["hi"])],
-                        "concentration (x)": 0.8 / shift["concentration80"], "reasoning %": 100 * shift["reasoning share"]})
-        [["task", "label", "seeds", "profiles", "shift %", "token %", "ratio (95% interval)", "concentration (x)",
-          "reasoning %"]].round(2).set_index(["task", "label"]))
+                        "conc. (x)": 0.8 / shift["concentration80"], "reasoning %": 100 * shift["reasoning share"]})
+        [["task", "reward", "seeds", "profiles", "shift %", "token %", "ratio (95% interval)", "conc. (x)",
+          "reasoning %"]].round(1).set_index(["task", "reward"]))
 for t in tasks:
     print(open_questions.shift_sentence(shift[shift["task"] == t], t))
-named = shift.assign(reward=shift["task"] + " / " + shift["label"].str.split(":").str[-1])  # a constraint type without its group
+named["reward"] = named["task"] + " / " + named["reward"]
 fig = plots.interval_bars(named, "reward", reference=1.0, ylabel="check-region ratio (1 = uniform)",
                           title="where the shift lands, per reward (95% intervals over profiles)")
 plots.save(fig, f"open_questions_regions_{model}")
@@ -111,12 +113,18 @@ print(evidence.verdict_sentence(replay_gain))
 
 # %%
 gains = open_questions.gain_beside_localisation(per_task)
-display(gains[["task", "metric", "seeds", "mrtpo − gdpo (95% interval)", "sign", "check-region ratio", "ratio over",
+display(gains[["task", "metric", "seeds", "mrtpo − gdpo (95% interval)", "sign", "check-region ratio",
                "concentration (x)"]].round(2).set_index("task"))
 print(open_questions.localisation_gain_sentence(gains))
-rates = [{"task": t, "MRTPO seeds": len(per_task[t]["mrtpo"]), **report.replay_rates(report.metrics(per_task[t]["mrtpo"]))}
-         for t in tasks if per_task[t]["mrtpo"]]
-display(pd.DataFrame(rates or {"task": []}).round(3).set_index("task"))
+print("The ratio averages the rewards whose region holds at most half the tokens: "
+      + "; ".join(f"{t}: {names or 'none'}" for t, names in zip(gains["task"], gains["ratio over"])) + ".")
+rates = pd.DataFrame([{"task": t, "MRTPO seeds": len(per_task[t]["mrtpo"]), **report.replay_rates(report.metrics(per_task[t]["mrtpo"]))}
+                      for t in tasks if per_task[t]["mrtpo"]] or {"task": []}).set_index("task")
+overall = ["MRTPO seeds", "pairs replayed (of those that exist)", "effective K", "rewards applying per response",
+           "replay share of step"]
+display(rates[[c for c in overall if c in rates]].round(3))
+per_reward = rates.drop(columns=overall, errors="ignore").stack().rename("pairs replayed (of those that exist)")
+display(per_reward.to_frame().rename_axis(["task", "reward"]).round(3))  # one row per task and reward: NaN cells dropped
 
 # %% [markdown]
 # ## 6. Faster convergence, judged against a GDPO curve that has flattened
@@ -155,8 +163,9 @@ print(open_questions.comparison_sentence(beaten, "mrtpo", "opsd"))
 # ## 8. Sign flips hidden by averages
 #
 # The paper's averages hide benchmarks where MRTPO is below GDPO (MulDimIF, BIRD dev). Per task: MRTPO − GDPO in
-# every evaluation cell (benchmark × decoding × metric, including the hide-value split and each reward), against
-# the sign of the headline (the answer metric at temperature 1); a flip counts only where its interval excludes 0.
+# every evaluation cell (benchmark × decoding × metric, including the hide-value split and each reward; every seed
+# both arms share), against the sign of the headline (the answer metric at temperature 1); a flip counts only where
+# its interval excludes 0.
 
 # %%
 for t in tasks:
@@ -165,8 +174,11 @@ for t in tasks:
         print(f"{t}: no MRTPO or GDPO runs.")
         continue
     flips = open_questions.sign_flips(runs["mrtpo"], runs["gdpo"], report.answer_metric(t))
-    display(flips[["benchmark", "decoding", "metric", "shared seeds", "difference (95% interval)", "headline", "flipped",
-                   "flip excludes 0"]].assign(task=t).set_index(["task", "benchmark", "decoding", "metric"]))
+    display(Markdown(f"**{t}**"))
+    against = flips["headline"].map({True: "headline"}).fillna(
+        flips["flip excludes 0"].map({True: "flipped, excludes 0"})).fillna(flips["flipped"].map({True: "flipped", False: "same sign"}))
+    display(flips.assign(**{"against the headline": against, "benchmark": flips["benchmark"].str.removeprefix("synthetic_")})
+            .set_index(["benchmark", "decoding", "metric"])[["difference (95% interval)", "against the headline"]])
     print(open_questions.sign_flip_sentence(flips, t, "MRTPO − GDPO"))
 
 # %% [markdown]
