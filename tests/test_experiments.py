@@ -121,7 +121,7 @@ def reference(dirs):
 
 def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch):
     first = reference[1]
-    assert first.path.name.startswith("mrtpo-beta0.5-seed3-")
+    assert first.path.name.startswith("mrtpo-beta0.5-steps3-seed3-")  # 3 steps, not the smoke size's 2: named so
     assert first.path.relative_to(dirs / "results" / "runs").parts[:2] == ("sql", "smoke")
     files = {p.name for p in first.path.iterdir()}
     assert files == {"config.json", "metrics.csv", "eval.json", "eval.csv", "eval_prompts.csv", "profiles.jsonl",
