@@ -123,8 +123,8 @@ rates = pd.DataFrame([{"task": t, "MRTPO seeds": len(per_task[t]["mrtpo"]), **re
 overall = ["MRTPO seeds", "pairs replayed (of those that exist)", "effective K", "rewards applying per response",
            "replay share of step"]
 display(rates[[c for c in overall if c in rates]].round(3))
-per_reward = rates.drop(columns=overall, errors="ignore").stack().rename("pairs replayed (of those that exist)")
-display(per_reward.to_frame().rename_axis(["task", "reward"]).round(3))  # one row per task and reward: NaN cells dropped
+per_reward = rates.drop(columns=overall, errors="ignore").stack().dropna().rename("pairs replayed (of those that exist)")
+display(per_reward.to_frame().rename_axis(["task", "reward"]).round(3))  # one row per task and the rewards it has
 
 # %% [markdown]
 # ## 6. Faster convergence, judged against a GDPO curve that has flattened
