@@ -18,9 +18,9 @@ finished runs measure it (``powered_seeds``: an internal pilot — the sd of the
 present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) the ablation —
 joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and (text-to-SQL) sub-verifier rewards; (4) the
 beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps
-(``claims.LONG_STEPS``) on text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``, every setting of
-``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by ``mrtpo.dose_response``. Every arm
-uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
+(``claims.LONG_STEPS``) on text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``,
+every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by
+``mrtpo.dose_response``. Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
 of the task's default base, or copied from ``bases/`` when the repository ships it; its build time is not in the
 estimates, and the dry run lists the bases that are neither built nor shipped).
 """
