@@ -13,11 +13,11 @@ of ``results/tiny_models.csv``, read by ``report.dial_frame``):
   (``concentration80``), and ``concentration_x = 0.8 / concentration80`` (Fig. 6's "3x").
 
 Each gain is ``evidence.compare`` (paired bootstrap over the shared seeds and the evaluation prompts, widened to
-the paired t interval over seeds where wider, ``stats.paired_difference``); the dependence of gain on localisation is the least-squares slope over settings
-(``stats.slope``) with a percentile interval from the same bootstrap's replicates (every setting is resampled with
-the same draws of seeds and prompts, since the seeds and prompts are common to all settings), widened to hold the
-slope's normal interval from the points' own intervals (which include the paired t interval; at three seeds the
-bootstrap alone is too narrow). A setting enters the slope only with at least two shared seeds (with one, its
+the paired t interval over seeds where wider, ``stats.paired_difference``); the dependence of gain on localisation
+is the least-squares slope over settings (``stats.slope``) with a percentile interval from the same bootstrap's
+replicates (every setting is resampled with the same draws of seeds and prompts, since the seeds and prompts are
+common to all settings), widened to hold the slope's normal interval from the points' own intervals (which include
+the paired t interval; at three seeds the bootstrap alone is too narrow). A setting enters the slope only with at least two shared seeds (with one, its
 interval holds no seed-to-seed noise). The page also checks the reader's rule of thumb (``mrtpo diagnose``): below
 3x concentration and 2x ratio expect about half a point, i.e. a gain not clearly above ``diagnose.RULE_GAIN``.
 """

@@ -68,13 +68,14 @@ def gain_beside_localisation(arms: dict[str, dict[str, list[Run]]], treated: str
     the tokens (:func:`localisation.small_region_ratio`, as the dose-response page) and the concentration
     (``0.8 / concentration80``, Fig. 6's "x")."""
     table = task_comparison(arms, treated, control)
-    ratios, rewards, conc = [], [], []
+    rows = []
     for task in table["task"]:
         shift = where_shift_lands(arms[task].get(treated, []))
         ratio, names = small_region_ratio(shift["ratio"], shift["token share"], shift["label"]) if len(shift) else (math.nan, "")
         c80 = float(shift["concentration80"].mean()) if len(shift) else math.nan
-        ratios.append(ratio), rewards.append(names), conc.append(0.8 / c80 if c80 > 0 else math.nan)
-    return table.assign(**{"check-region ratio": ratios, "ratio over": rewards, "concentration (x)": conc})
+        rows.append({"check-region ratio": ratio, "ratio over": names, "concentration (x)": 0.8 / c80 if c80 > 0 else math.nan})
+    return pd.concat([table, pd.DataFrame(rows, index=table.index, columns=["check-region ratio", "ratio over",
+                                                                            "concentration (x)"])], axis=1)
 
 
 def localisation_gain_sentence(table: pd.DataFrame, treated: str = "mrtpo", control: str = "gdpo") -> str:
