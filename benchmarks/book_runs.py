@@ -15,12 +15,13 @@ Priority: (1) power — GDPO at 5 seeds on every task, the seed-to-seed spread e
 against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control (issue 18); (2b) powered — GDPO
 and MRTPO at the seeds the paper's claim MRTPO − GDPO needs for a difference of 0.05 at 80% power, where the
 finished runs measure it (``powered_seeds``: an internal pilot — the sd of the paired difference over the seeds
-present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) the ablation —
-joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and (text-to-SQL) sub-verifier rewards; (4) the
-beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run); (5) convergence — GDPO and MRTPO for 300 steps
-(``claims.LONG_STEPS``) on text-to-SQL; (6) dose-response — GDPO and MRTPO on the testbed's dial bases (``--dial``,
-every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by
-``mrtpo.dose_response``. Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
+present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) convergence — GDPO and MRTPO for
+300 steps (``claims.LONG_STEPS``) on text-to-SQL; (4) dose-response — GDPO and MRTPO on the testbed's dial bases
+(``--dial``, every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by
+``mrtpo.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
+exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and
+(text-to-SQL) sub-verifier rewards; (6) the beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run). Every arm
+uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
 of the task's default base, or copied from ``bases/`` when the repository ships it; its build time is not in the
 estimates, and the dry run lists the bases that are neither built nor shipped).
 """
@@ -97,6 +98,10 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
         plan += [Planned("main tables", task, m, s) for s in n(task) for m in ("gdpo", "mrtpo", "grpo", "opsd", "entropy")]
     for task, count in (powered or {}).items():
         plan += [Planned("powered", task, m, s) for s in range(count) for m in POWERED]
+    plan += [Planned("convergence", "sql", m, s, steps=LONG_STEPS) for s in range(seeds) for m in ("gdpo", "mrtpo")]
+    for task in DOSE_TASKS:  # settings in order, both arms of a seed together: a stopped grid leaves paired runs
+        plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
+                 for d in DIAL_SETTINGS for s in range(seeds) for m in ("gdpo", "mrtpo")]
     for task in TASKS:
         arms = ["joint", "shuffled", "gdpo+saw", "mrtpo+saw", "gdpo+constlen", "mrtpo+constlen"]
         plan += [Planned("ablation", task, m, s) for s in n(task) for m in arms]
@@ -104,10 +109,6 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
             plan += [Planned("ablation", task, m, s, overrides={"rewards": "sub"}) for s in n(task) for m in ("mrtpo", "gdpo")]
     for task in TASKS:
         plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in (0.25, 0.75, 1.0)]
-    plan += [Planned("convergence", "sql", m, s, steps=LONG_STEPS) for s in range(seeds) for m in ("gdpo", "mrtpo")]
-    for task in DOSE_TASKS:  # settings in order, both arms of a seed together: a stopped grid leaves paired runs
-        plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
-                 for d in DIAL_SETTINGS for s in range(seeds) for m in ("gdpo", "mrtpo")]
     seen, out = set(), []
     for p in plan:
         key = p.cli()

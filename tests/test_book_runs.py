@@ -21,7 +21,7 @@ spec.loader.exec_module(book_runs)
 def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     plan = book_runs.grid(seeds=3)
     sections = list(dict.fromkeys(p.section for p in plan))
-    assert sections == ["power", "main tables", "ablation", "beta sweep", "convergence", "dose-response"]
+    assert sections == ["power", "main tables", "convergence", "dose-response", "ablation", "beta sweep"]
     assert [p.section for p in plan] == sorted((p.section for p in plan), key=sections.index)  # no section interleaved
     assert len({p.cli() for p in plan}) == len(plan)
     # power first: GDPO at 5 seeds on every task
