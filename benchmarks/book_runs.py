@@ -20,10 +20,10 @@ present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) conver
 (``--dial``, every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by
 ``mrtpo.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
 exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and
-(text-to-SQL) sub-verifier rewards; (6) the beta sweep 0.25 / 0.75 / 1.0 (0.5 is the main MRTPO run). Every arm
-uses the same seeds, so every comparison is paired. A dial base is built by the first run that needs it (a stage 2
-of the task's default base, or copied from ``bases/`` when the repository ships it; its build time is not in the
-estimates, and the dry run lists the bases that are neither built nor shipped).
+(text-to-SQL) sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
+beta). Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that
+needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
+time is not in the estimates, and the dry run lists the bases that are neither built nor shipped).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mrtpo.claims import LONG_STEPS  # noqa: E402 (after the repository is on the path)
+from mrtpo.evidence import BETAS  # noqa: E402
+from mrtpo.models import model_spec  # noqa: E402
 from mrtpo.tiny import DIAL_SETTINGS  # noqa: E402
 
 TASKS = ("sql", "tool", "if")
@@ -108,7 +110,8 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
         if task == "sql":
             plan += [Planned("ablation", task, m, s, overrides={"rewards": "sub"}) for s in n(task) for m in ("mrtpo", "gdpo")]
     for task in TASKS:
-        plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in (0.25, 0.75, 1.0)]
+        betas = [b for b in BETAS if b != model_spec(task).mrtpo_beta]  # the main MRTPO run is the sweep's default beta
+        plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in betas]
     seen, out = set(), []
     for p in plan:
         key = p.cli()

@@ -192,8 +192,8 @@ class Comparisons(NamedTuple):
 
 
 MAIN_PAIRS = (("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"))
-#: MRTPO's betas of the beta sweep (Tables 6–7)
-BETAS = (0.25, 0.5, 0.75)
+#: MRTPO's betas of the beta sweep (Tables 6–7): the paper's range, and 1.0 to show the plateau (PAPER.md §6.2)
+BETAS = (0.25, 0.5, 0.75, 1.0)
 #: the book's verdict tables on the held-out answer metric, keyed by page (notebook); the pages take their pairs
 #: from here
 BOOK_COMPARISONS = {
