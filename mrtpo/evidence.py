@@ -290,9 +290,9 @@ def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | No
 
 
 def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(table, verdicts) of a beta sweep (:func:`beta_arms`). The table, per beta: the seeds, held-out ``metric``
-    (mean ± s.e. over seeds), and after the warm-up the mean realised bound s, the share of steps where it is
-    active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the next
+    """(table, verdicts) of a beta sweep (:func:`beta_arms`). The table, per beta: the seeds, ``metric``'s name and
+    its held-out value (mean ± s.e. over seeds), and after the warm-up the mean realised bound s, the share of steps
+    where it is active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the next
     smaller one (:func:`verdict_table`) and the algebra's prediction (PAPER.md §6.2): where the bound is active on
     at least ``bound`` of the steps at both betas, s × beta is the same and the two deliver the same advantages, so
     their difference should be 0 — "agrees" when the interval holds 0, "disagrees" when it excludes it, "cannot
@@ -307,10 +307,11 @@ def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> t
         mean, se, _ = stats.mean_se(list(values.values()))
         s = delivered_reallocation(metrics(runs))  # empty when no step got past the warm-up
         s = s.iloc[0] if len(s) else pd.Series(math.nan, index=["s_mean", "frac_steps_bound_active", "s_times_beta"])
-        rows.append({"beta": float(name.split()[-1]), "seeds": seeds_text(sorted(values)), f"held-out {metric} (± s.e.)":
-                     estimate(mean, se), "mean s": s["s_mean"], "steps with the bound active": s["frac_steps_bound_active"],
-                     "s × beta": s["s_times_beta"]})
-    table = pd.DataFrame(rows, columns=["beta", "seeds", f"held-out {metric} (± s.e.)", "mean s",
+        rows.append({"beta": float(name.split()[-1]), "seeds": seeds_text(sorted(values)), "metric": metric,
+                     "held-out (± s.e.)": estimate(mean, se), "mean s": s["s_mean"],
+                     "steps with the bound active": s["frac_steps_bound_active"], "s × beta": s["s_times_beta"]})
+    # the metric is a column of its own, so that sweeps of tasks with different answer metrics stack into one table
+    table = pd.DataFrame(rows, columns=["beta", "seeds", "metric", "held-out (± s.e.)", "mean s",
                                         "steps with the bound active", "s × beta"])
     names = list(arms)
     verdicts = verdict_table(arms, list(zip(names[1:], names[:-1])), metric)

@@ -225,6 +225,7 @@ def test_beta_table_checks_the_plateau_where_the_bound_binds(monkeypatch):
     table, verdicts = evidence.beta_table(arms, "m")
     assert table["beta"].tolist() == [0.25, 0.5] and table["s × beta"].tolist() == pytest.approx([0.225, 0.225])
     assert table["steps with the bound active"].tolist() == [1.0, 1.0]
+    assert table["metric"].tolist() == ["m", "m"] and table["held-out (± s.e.)"].tolist() == ["0.310 ± 0.010", "0.320 ± 0.010"]
     assert verdicts["comparison"].tolist() == ["beta 0.5 − beta 0.25"]
     assert verdicts["the algebra's prediction"].tolist() == ["agrees (interval holds 0)"]
 
