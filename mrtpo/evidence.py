@@ -292,8 +292,8 @@ def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | No
 def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(table, verdicts) of a beta sweep (:func:`beta_arms`). The table, per beta: the seeds, ``metric``'s name and
     its held-out value (mean ± s.e. over seeds), and after the warm-up the mean realised bound s, the share of steps
-    where it is active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the next
-    smaller one (:func:`verdict_table`) and the algebra's prediction (PAPER.md §6.2): where the bound is active on
+    where it is active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the
+    next smaller one (:func:`verdict_table`) and the algebra's prediction (PAPER.md §6.2): where the bound is active on
     at least ``bound`` of the steps at both betas, s × beta is the same and the two deliver the same advantages, so
     their difference should be 0 — "agrees" when the interval holds 0, "disagrees" when it excludes it, "cannot
     tell" with one shared seed."""

@@ -28,7 +28,7 @@ seeds = [0]  # trained when missing; every other finished seed of the same setti
 steps = None
 force = False
 tasks = ["sql", "tool"]
-betas = [0.25, 0.5, 0.75, 1.0]  # 1.0 shows the plateau
+betas = [0.25, 0.5, 0.75, 1.0]  # the paper's range, and 1.0 where the algebra predicts the plateau goes on
 
 # %%
 import pandas as pd
