@@ -17,9 +17,10 @@ the paired t interval over seeds where wider, ``stats.paired_difference``); the 
 is the least-squares slope over settings (``stats.slope``) with a percentile interval from the same bootstrap's
 replicates (every setting is resampled with the same draws of seeds and prompts, since the seeds and prompts are
 common to all settings), widened to hold the slope's normal interval from the points' own intervals (which include
-the paired t interval; at three seeds the bootstrap alone is too narrow). A setting enters the slope only with at least two shared seeds (with one, its
-interval holds no seed-to-seed noise). The page also checks the reader's rule of thumb (``mrtpo diagnose``): below
-3x concentration and 2x ratio expect about half a point, i.e. a gain not clearly above ``diagnose.RULE_GAIN``.
+the paired t interval; at three seeds the bootstrap alone is too narrow). A setting enters the slope only with at
+least two shared seeds (with one, its interval holds no seed-to-seed noise). The page also checks the reader's
+rule of thumb (``mrtpo diagnose``): below 3x concentration and 2x ratio expect about half a point, i.e. a gain not
+clearly above ``diagnose.RULE_GAIN``.
 """
 
 from __future__ import annotations

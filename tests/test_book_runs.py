@@ -38,6 +38,9 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     # a run serves the first section that needs it: GDPO's main-table seeds are the power section's
     assert {p.method for p in plan if p.section == "main tables"} == {"mrtpo", "grpo", "opsd", "entropy"}
     assert {p.steps for p in plan if p.section == "convergence"} == {300}
+    # the beta sweep: evidence.BETAS less the main MRTPO run's beta (0.5), which the main tables already train
+    assert {(p.task, p.overrides["mrtpo_beta"]) for p in plan if p.section == "beta sweep"} == {
+        (t, b) for t in ("sql", "tool", "if") for b in (0.25, 0.75, 1.0)}
     # dose-response: GDPO and MRTPO at every dial setting on text-to-SQL and instruction following, paired seeds
     dose = [p for p in plan if p.section == "dose-response"]
     assert {(p.task, p.method, p.overrides["dial"], p.seed) for p in dose} == {
