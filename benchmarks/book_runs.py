@@ -17,7 +17,8 @@ and MRTPO at the seeds the paper's claim MRTPO − GDPO needs for a difference o
 finished runs measure it (``powered_seeds``: an internal pilot — the sd of the paired difference over the seeds
 present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) convergence — GDPO and MRTPO for
 300 steps (``claims.LONG_STEPS``) on text-to-SQL; (4) dose-response — GDPO and MRTPO on the testbed's dial bases
-(``--dial``, every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, analysed by
+(``--dial``, every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, two seeds at
+every setting before the third (a setting enters the slope with two shared seeds), analysed by
 ``mrtpo.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
 exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and
 (text-to-SQL) sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
@@ -36,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mrtpo.claims import LONG_STEPS  # noqa: E402 (after the repository is on the path)
+from mrtpo.dose_response import MIN_SHARED_SEEDS  # noqa: E402
 from mrtpo.evidence import BETAS  # noqa: E402
 from mrtpo.models import model_spec  # noqa: E402
 from mrtpo.tiny import DIAL_SETTINGS  # noqa: E402
@@ -101,9 +103,11 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
     for task, count in (powered or {}).items():
         plan += [Planned("powered", task, m, s) for s in range(count) for m in POWERED]
     plan += [Planned("convergence", "sql", m, s, steps=LONG_STEPS) for s in range(seeds) for m in ("gdpo", "mrtpo")]
-    for task in DOSE_TASKS:  # settings in order, both arms of a seed together: a stopped grid leaves paired runs
+    for task in DOSE_TASKS:  # both arms of a seed together (a stopped grid leaves paired runs), and the first
+        # MIN_SHARED_SEEDS seeds at every setting before the rest: the slope's verdict needs settings with 2 shared seeds
+        blocks = (range(min(seeds, MIN_SHARED_SEEDS)), range(MIN_SHARED_SEEDS, seeds))
         plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
-                 for d in DIAL_SETTINGS for s in range(seeds) for m in ("gdpo", "mrtpo")]
+                 for block in blocks for d in DIAL_SETTINGS for s in block for m in ("gdpo", "mrtpo")]
     for task in TASKS:
         arms = ["joint", "shuffled", "gdpo+saw", "mrtpo+saw", "gdpo+constlen", "mrtpo+constlen"]
         plan += [Planned("ablation", task, m, s) for s in n(task) for m in arms]

@@ -40,7 +40,9 @@ from .results import Run
 
 #: the issue's design: GDPO and MRTPO at >= 4 settings, >= 3 seeds each
 DESIGN_SETTINGS, DESIGN_SEEDS = 4, 3
-#: settings with an interval (>= 2 shared seeds) below which no slope verdict is given
+#: a setting enters the slope with at least this many shared seeds (with one, its interval holds no seed noise) ...
+MIN_SHARED_SEEDS = 2
+#: ... and no slope verdict is given on fewer such settings
 MIN_SETTINGS = 3
 
 
@@ -117,7 +119,7 @@ def dose_response(task: str, gains: dict[float, dict], localisation: pd.DataFram
                      f"{control} seeds": seeds_text(c.get("b_seeds", [])), "shared seeds": len(shared),
                      "gain": c.get("diff", math.nan), "lo": lo, "hi": hi, "interval over": c.get("resampled", "no runs"),
                      "rule of thumb": rule_of_thumb(ratio, cx, lo, hi)})
-        if len(shared) >= 2 and len(c.get("replicates", [])):
+        if len(shared) >= MIN_SHARED_SEEDS and len(c.get("replicates", [])):
             reps[d] = c["replicates"]
     columns = ["task", "setting", "ratio", "concentration80", "concentration_x", f"{treated} seeds", f"{control} seeds",
                "shared seeds", "gain", "lo", "hi", "interval over", "rule of thumb"]
@@ -148,8 +150,8 @@ def _verdict(task: str, table: pd.DataFrame, slopes: pd.DataFrame, treated: str,
              + (f"; settings short of seeds: {', '.join(short)}" if short else "") + ")")
     if judged < MIN_SETTINGS:
         return (f"{task}: not enough settings/seeds to judge whether the gain grows with localisation: {judged} of "
-                f"{len(table)} settings have {treated} and {control} runs on at least 2 shared seeds with a measured "
-                f"ratio, and a slope needs {MIN_SETTINGS}{below}.")
+                f"{len(table)} settings have {treated} and {control} runs on at least {MIN_SHARED_SEEDS} shared seeds "
+                f"with a measured ratio, and a slope needs {MIN_SETTINGS}{below}.")
     s = slopes.set_index("against").loc["ratio"]
     if s["slope"] != s["slope"]:
         return f"{task}: no slope: the {judged} settings with runs measured the same ratio{below}."

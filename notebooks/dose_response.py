@@ -27,9 +27,9 @@
 # (a bootstrap over seeds and evaluation prompts, widened to the paired t interval over seeds), set against the
 # localisation measured on that base (`benchmarks/tiny_models.py --dial`: the check-region ratio of the rewards
 # whose region holds at most half the tokens, and the concentration, the share of tokens holding 80% of the
-# shift). If better localisation buys more gain, the gain rises with the ratio. `mrtpo.dose_response` documents every definition. This page trains
-# nothing: the runs come from `benchmarks/book_runs.sh` (section "dose-response"), and the runs still missing are
-# listed at the end.
+# shift). If better localisation buys more gain, the gain rises with the ratio. `mrtpo.dose_response` documents
+# every definition. This page trains nothing: the runs come from `benchmarks/book_runs.sh` (section
+# "dose-response"), and the runs still missing are listed at the end.
 
 # %% tags=["parameters"]
 model = "tiny"  # whose runs the page reads (the dial bases are tiny bases); nothing is trained on this page

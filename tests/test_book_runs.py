@@ -45,7 +45,10 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     dose = [p for p in plan if p.section == "dose-response"]
     assert {(p.task, p.method, p.overrides["dial"], p.seed) for p in dose} == {
         (t, m, d, s) for t in ("sql", "if") for m in ("gdpo", "mrtpo") for d in DIAL_SETTINGS for s in range(3)}
-    assert [p.overrides["dial"] for p in dose if p.task == "sql"] == sorted(p.overrides["dial"] for p in dose if p.task == "sql")
+    # seeds 0-1 at every setting first (what a slope needs), each seed's two arms together, then seed 2
+    sql = [(p.seed, p.overrides["dial"], p.method) for p in dose if p.task == "sql"]
+    assert sql[:2 * len(DIAL_SETTINGS) * 2] == [(s, d, m) for d in DIAL_SETTINGS for s in (0, 1) for m in ("gdpo", "mrtpo")]
+    assert sql[2 * len(DIAL_SETTINGS) * 2:] == [(2, d, m) for d in DIAL_SETTINGS for m in ("gdpo", "mrtpo")]
     assert len(book_runs.grid(seeds=5)) > len(plan)
 
 
