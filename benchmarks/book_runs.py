@@ -103,8 +103,8 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
     for task, count in (powered or {}).items():
         plan += [Planned("powered", task, m, s) for s in range(count) for m in POWERED]
     plan += [Planned("convergence", "sql", m, s, steps=LONG_STEPS) for s in range(seeds) for m in ("gdpo", "mrtpo")]
-    for task in DOSE_TASKS:  # both arms of a seed together (a stopped grid leaves paired runs), and the first
-        # MIN_SHARED_SEEDS seeds at every setting before the rest: the slope's verdict needs settings with 2 shared seeds
+    for task in DOSE_TASKS:  # both arms of a seed together, so a stopped grid leaves paired runs; every setting
+        # gets the seeds that let it enter the slope (MIN_SHARED_SEEDS) before any setting gets more
         blocks = (range(min(seeds, MIN_SHARED_SEEDS)), range(MIN_SHARED_SEEDS, seeds))
         plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
                  for block in blocks for d in DIAL_SETTINGS for s in block for m in ("gdpo", "mrtpo")]
