@@ -199,7 +199,7 @@ BETAS = (0.25, 0.5, 0.75, 1.0)
 BOOK_COMPARISONS = {
     "table1_text_to_sql": Comparisons("sql", MAIN_PAIRS + (("mrtpo", "opsd"), ("mrtpo", "entropy")), "table1_text_to_sql",
                                       "six-benchmark avg execution accuracy"),
-    "table2_instruction_following": Comparisons("if", MAIN_PAIRS, "table2_instruction_following"),
+    "table2_instruction_following": Comparisons("if", MAIN_PAIRS + (("mrtpo", "opsd"),), "table2_instruction_following"),
     "table3_tool_calling": Comparisons("tool", MAIN_PAIRS + (("mrtpo", "opsd"), ("mrtpo", "entropy")), "table3_tool_calling"),
     "table5_ablation": Comparisons("sql", (("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"),
                                            ("mrtpo", "gdpo+saw"), ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"),
