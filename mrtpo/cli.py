@@ -130,12 +130,14 @@ def cmd_train(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from .runs import evaluate_base, find
+    from .runs import base_evaluation, find
 
     if args.base:
         overrides = _overrides(args)
         overrides.pop("mrtpo_beta", None)
-        _print_eval(evaluate_base(args.task, args.model, **overrides))
+        r = base_evaluation(args.task, args.model, **overrides)
+        print(r.path)
+        _print_eval(r.eval)
         return
     r = find(args.task, args.method, args.model, args.seed, args.steps, **_overrides(args))
     if r is None:
@@ -250,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="print the evaluation of a finished run, or of the base policy (--base)")
     _run_args(p, method_required=False)
-    p.add_argument("--base", action="store_true", help="evaluate the untrained base policy instead")
+    p.add_argument("--base", action="store_true", help="the untrained base policy's evaluation instead (evaluated once, kept under results/base/)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("runs", help="table of finished run folders")

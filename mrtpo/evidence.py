@@ -258,24 +258,30 @@ def main_view(table: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:
 
 def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo"),
                dial: float | None = None):
-    """Main-table runs of one task: (table, evaluations, figure, arms). The table has one row per method with the
-    held-out answer metric at temperature 1 (mean, std and s.e. over every seed present, the seeds) and greedy,
-    and the evaluation's own s.e. (:func:`run_eval_se`, mean over the method's runs); ``arms`` maps each method
-    to its runs (:func:`arm_runs`), for :func:`verdict_table`. ``dial``: every run starts from the testbed's dial
-    base at that setting (``RunConfig.dial``) instead of the default base."""
+    """Main-table runs of one task: (table, evaluations, figure, arms). The table has a first row "base" (the
+    untrained base policy, :func:`mrtpo.runs.base_evaluation`: one evaluation, so no spread over seeds) and one row
+    per method with the held-out answer metric at temperature 1 (mean, std and s.e. over every seed present, the
+    seeds) and greedy, and the evaluation's own s.e. (:func:`run_eval_se`, mean over the method's runs); ``arms``
+    maps each method to its runs (:func:`arm_runs`), for :func:`verdict_table`. ``dial``: every run starts from the
+    testbed's dial base at that setting (``RunConfig.dial``) instead of the default base."""
     from . import plots
 
-    arms = arm_runs(task, methods, model, seeds, steps, force, **({} if dial is None else {"dial": dial}))
-    evals = evaluations([r for runs in arms.values() for r in runs])
+    on_dial = {} if dial is None else {"dial": dial}
+    arms = arm_runs(task, methods, model, seeds, steps, force, **on_dial)
+    base = runner.base_evaluation(task, model, **on_dial)
+    evals = evaluations([base] + [r for runs in arms.values() for r in runs])
     metric = answer_metric(task)
     table = summary(evals, metric).rename(columns={"mean": "temp1_mean", "std": "temp1_std", "se": "temp1_se"})
     greedy = summary(evals, metric, decoding="greedy")[["method", "mean"]].rename(columns={"mean": "greedy"})
-    table = table.merge(greedy, on="method")
-    table["seed ids"] = [seeds_text(sorted(seed_values(arms[m], metric))) for m in table["method"]]
-    table["temp1_eval_se"] = [float(np.mean([run_eval_se(r, metric)[0] for r in arms[m]])) for m in table["method"]]
+    order = [m for m in ["base", *methods] if m in set(table["method"])]  # derived metrics come back sorted by name
+    table = table.merge(greedy, on="method").set_index("method").loc[order].reset_index()
+    table["seed ids"] = ["untrained" if m == "base" else seeds_text(sorted(seed_values(arms[m], metric)))
+                         for m in table["method"]]
+    table["temp1_eval_se"] = [float(np.mean([run_eval_se(r, metric)[0] for r in ([base] if m == "base" else arms[m])]))
+                              for m in table["method"]]
     sel = evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")]
-    base = "" if dial is None else f", dial {dial:g}"
-    fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=f"{task}, {model}{base}")
+    title = f"{task}, {model}" + ("" if dial is None else f", dial {dial:g}")
+    fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=title)
     plots.save(fig, f"main_table_{task}_{model}" + ("" if dial is None else f"_dial{dial:g}"))
     return table, evals, fig, arms
 

@@ -239,7 +239,7 @@ def localisation(run: Run) -> pd.DataFrame:
 
 
 #: our method names -> the paper's row names in ``results/paper/*.csv``
-PAPER_METHOD = {"grpo": "GRPO", "gdpo": "GDPO", "mrtpo": "MRTPO", "joint": "joint replay",
+PAPER_METHOD = {"base": "Base", "grpo": "GRPO", "gdpo": "GDPO", "mrtpo": "MRTPO", "joint": "joint replay",
                 "shuffled": "shuffled positions", "mrtpo+saw": "MRTPO + SAW", "opsd": "OPSD"}
 
 

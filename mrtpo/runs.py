@@ -136,10 +136,52 @@ def find(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int 
     return Run(folder) if folder.is_dir() else None
 
 
-def evaluate_base(task: str, model: str = "tiny", **overrides) -> dict:
-    """Evaluation of the untrained base policy (RL step 0) with the same benchmarks and decodings as a run."""
+def locate_base(cfg: RunConfig) -> tuple[dict, str, Path]:
+    """(identity, content hash, folder) of the base evaluation of a run config (:func:`base_evaluation`)."""
+    ident = identity(cfg)
+    digest = content_hash({**ident, "base": True})
+    dial = f"-dial{cfg.dial:g}" if cfg.dial is not None else ""
+    return ident, digest, results_root() / "base" / cfg.task / cfg.model_label / f"base{dial}-{digest[:8]}"
+
+
+def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overrides) -> Run:
+    """The untrained base policy (RL step 0) evaluated with the same benchmarks, decodings and evaluation seed as a
+    run of these settings: the main tables' "base" row. Written once to
+    ``results/base/<task>/<model>/base[-dial<d>]-<hash>/`` (``config.json``, ``eval.json``, ``eval.csv`` with
+    method "base", ``eval_prompts.csv``, ``summary.json``) and reused; the key is a run's (:func:`identity`) of
+    GDPO at seed 0, so a changed base, benchmark or evaluation setting evaluates afresh. ``force`` re-evaluates."""
+    import pandas as pd
+
     cfg = resolve(task, "gdpo", model, **overrides)
-    return evaluate(cfg, base_path(cfg))
+    ident, digest, folder = locate_base(cfg)
+    if folder.is_dir() and not force:
+        return Run(folder)
+    check_writable(folder.parent)
+    with locked(cache_root() / "work" / f"{digest}.base-eval.lock"):
+        if folder.is_dir() and not force:
+            return Run(folder)
+        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            (tmp / "config.json").write_text(json.dumps({**ident, "hash": digest, "name": folder.name}, indent=2,
+                                                        default=str))
+            per_prompt: list[dict] = []
+            start = time.perf_counter()
+            results = evaluate(cfg, base_path(cfg), per_prompt=per_prompt)
+            summary = {"train_runtime_s": 0.0, "eval_runtime_s": round(time.perf_counter() - start, 2)}
+            (tmp / "eval.json").write_text(json.dumps(results, indent=2))
+            rows = pd.DataFrame(eval_rows(cfg, folder.name, results)).assign(method="base", steps=0)
+            rows.to_csv(tmp / "eval.csv", index=False)
+            pd.DataFrame(per_prompt).to_csv(tmp / "eval_prompts.csv", index=False)
+            (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+            write_manifest(tmp)
+            if folder.exists():
+                shutil.rmtree(folder)
+            tmp.rename(folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return Run(folder, trained=True)
 
 
 @contextmanager

@@ -59,6 +59,8 @@ print(evidence.verdict_sentence(verdicts))
 #
 # Held-out constraint satisfaction (mean over constraint slots, temperature 1), mean ± standard error over the seeds listed ("—" with one seed), beside the paper's
 # numbers (a different scale and benchmark: compare the order of the rows, not the digits).
+# The first row, base, is the untrained policy every arm starts from (RL step 0), evaluated once with the same
+# prompts and sampling seed: it has no spread over seeds, only its evaluation s.e.
 
 # %%
 display(evidence.main_view(table, paper))

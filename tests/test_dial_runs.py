@@ -110,6 +110,7 @@ def test_a_smoke_run_on_a_dial_base_starts_from_it(monkeypatch, tmp_path):
     # a main table on a dial base (the table notebooks' ``dial`` parameter) reuses the same runs
     table, _, _, arms = evidence.main_table("repeat", "smoke", [0], methods=("gdpo", "mrtpo"), dial=0.8)
     assert [r.path for r in arms["gdpo"] + arms["mrtpo"]] == [run.path, mrtpo.path] and not any(r.trained for r in arms["gdpo"])
-    assert list(table["method"]) == ["gdpo", "mrtpo"]
+    assert list(table["method"]) == ["base", "gdpo", "mrtpo"]  # base: the dial base itself, untrained
+    assert any(p.name.startswith("base-dial0.8-") for p in (tmp_path / "results" / "base" / "repeat" / "smoke").iterdir())
     listed = runs_table("repeat").set_index("method")
     assert listed.at["gdpo", "dial"] == 0.8 and listed.at["mrtpo", "path"].startswith("runs/repeat/smoke/mrtpo-dial0.8-beta0.5-")

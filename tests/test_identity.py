@@ -28,7 +28,20 @@ def test_committed_run_keeps_its_hash(path):
     assert folder.name == stored["name"] == path.parent.name
 
 
+BASES = sorted((Path(__file__).resolve().parents[1] / "results" / "base").glob("*/*/*/config.json"))
+
+
+@pytest.mark.parametrize("path", BASES, ids=lambda p: f"{p.parts[-4]}/{p.parent.name}")
+def test_committed_base_evaluation_keeps_its_name(path):
+    """The main tables' base rows are read back, never evaluated again, on a fresh clone."""
+    stored = json.loads(path.read_text())
+    cfg = stored["config"]
+    folder = R.locate_base(R.resolve(cfg["task"], "gdpo", cfg["model"], dial=cfg.get("dial")))[2]
+    assert folder.name == stored["name"] == path.parent.name
+
+
 def test_committed_runs_exist():
+    assert len(BASES) >= 3
     assert len(RUNS) >= 18
 
 
