@@ -3,6 +3,7 @@ it under ``results/figures/`` so that the book and the repository show the same 
 
 from __future__ import annotations
 
+import matplotlib.text
 import matplotlib.pyplot as plt  # in notebooks the inline backend shows every figure; headless runs use Agg
 import numpy as np
 import pandas as pd
@@ -312,6 +313,37 @@ def dial(frame: pd.DataFrame, default: float, title: str = ""):
     return fig
 
 
+def _labels_apart(ax, points, texts, fontsize: int = 8) -> None:
+    """Label each (x, y) point beside it, inside the panel and clear of the labels already placed: to the right (to
+    the left for a point in the panel's right half), then one line lower, higher, two lines lower, ... and the
+    other side (settings with close ratios would otherwise print over each other, or off the figure)."""
+    ax.figure.canvas.draw()  # the axes' final limits: label boxes in pixels are then where they will be drawn
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed = []
+    for (x, y), text in sorted(zip(points, texts), key=lambda p: p[0]):
+        right_half = ax.transData.transform((x, y))[0] > frame.x0 + frame.width / 2
+        candidates = [(side, (step + 1) // 2 * (1 if step % 2 == 0 else -1))  # 0, -1, +1, -2, +2, ... lines
+                      for side in ((-1, 1) if right_half else (1, -1)) for step in range(9)]
+        for side, shift in candidates:
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(6 * side, 4 + 22 * shift),
+                                ha="left" if side > 0 else "right", fontsize=fontsize,
+                                arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5} if shift else None)
+            # the text's own box: an annotation's extent would include its leader line, reaching back to the point
+            label.update_positions(renderer)
+            box = matplotlib.text.Text.get_window_extent(label, renderer).expanded(1.05, 1.1)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(other) for other in placed):
+                break
+            label.remove()
+        else:  # nowhere clear: the first place, overlapping rather than missing
+            side, shift = candidates[0]
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(6 * side, 4),
+                                ha="left" if side > 0 else "right", fontsize=fontsize)
+            box = label.get_window_extent(renderer)
+        placed.append(box)
+
+
 def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = None, metrics: dict[str, str] | None = None):
     """Does localisation buy gain: one panel per task of a ``dose_response.DoseResponse.table`` (tables of several
     tasks concatenated), MRTPO − GDPO (its 95% paired interval as error bars) against the setting's measured
@@ -322,6 +354,7 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
     if not tasks:
         return empty("no dial settings measured and no dial runs")
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.2 * len(tasks), 4.2), squeeze=False)
+    labels = {}  # axes -> (points, texts): placed once every panel has its final limits and size
     for ax, task in zip(axes[0], tasks):
         t = table[(table["task"] == task) & table["ratio"].notna()].sort_values("ratio")
         ran = t[t["gain"].notna()]
@@ -333,9 +366,8 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
         if len(ran):
             ax.errorbar(ran["ratio"], ran["gain"], yerr=[(ran["gain"] - ran["lo"]).fillna(0), (ran["hi"] - ran["gain"]).fillna(0)],
                         fmt="o", capsize=4, color="C0", label="MRTPO − GDPO (95% interval)")
-            for r in ran.itertuples():
-                ax.annotate(f"dial {r.setting:g}\nconc. {r.concentration_x:.1f}x", (r.ratio, r.gain), textcoords="offset points",
-                            xytext=(6, 4), fontsize=8)
+            labels[ax] = (list(zip(ran["ratio"], ran["gain"])),
+                          [f"dial {r.setting:g}\nconc. {r.concentration_x:.1f}x" for r in ran.itertuples()])
         for i, r in enumerate(t[t["gain"].isna()].to_dict("records")):
             ax.axvline(r["ratio"], color="grey", ls=":", lw=1)
             # what the setting lacks ("no runs", "one arm only"), written up from the panel's foot (x in data, y in
@@ -358,4 +390,6 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
+    for ax, (points, texts) in labels.items():
+        _labels_apart(ax, points, texts)
     return fig

@@ -175,3 +175,18 @@ def test_a_setting_with_one_arm_trained_shows_its_seeds_and_no_gain():
     assert row["interval over"] == "one arm only" and result.table.set_index("setting").loc[0.8, "interval over"] == "no runs"
     labels = [t.get_text() for t in plots.dose_response(result.table).axes[0].texts]
     assert "dial 0.5: one arm only" in labels and "dial 0.8: no runs" in labels  # the figure says what each lacks
+
+
+def test_labels_of_settings_with_close_ratios_stay_apart_and_inside_the_panel():
+    """Two settings measured at almost the same ratio (instruction following's 0.5 and 0.8) get two legible labels."""
+    import matplotlib.text
+
+    fig, ax = plots.plt.subplots(figsize=(6, 4))
+    ax.errorbar([1.34, 1.512, 1.515], [0.01, -0.06, 0.05], yerr=0.7, fmt="o")
+    plots._labels_apart(ax, [(1.34, 0.01), (1.512, -0.06), (1.515, 0.05)], ["dial 0\nconc. 4.2x", "dial 0.5\nconc. 3.9x",
+                                                                            "dial 0.8\nconc. 4.4x"])
+    renderer = fig.canvas.get_renderer()
+    boxes = [matplotlib.text.Text.get_window_extent(t, renderer) for t in ax.texts]
+    frame = ax.get_window_extent(renderer)
+    assert len(boxes) == 3 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
