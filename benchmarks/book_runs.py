@@ -195,7 +195,8 @@ def main(argv=None) -> None:
     bases = missing_dial_bases(plan)
     if bases:
         print("dial bases neither built nor shipped (built by their first run, not in the estimates): " + ", ".join(bases))
-    print("not planned: the untrained base's row is `mrtpo eval --base`, not a run")
+    print("not a run: the main tables' base row is the untrained base's evaluation (`mrtpo eval --base --task <task>`, "
+          "kept under results/base/; the pages evaluate a missing one, about a minute)")
     if missing["est_min"].isna().any():
         print("no estimate for:", ", ".join(missing[missing["est_min"].isna()]["run"]))
 

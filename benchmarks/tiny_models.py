@@ -299,7 +299,7 @@ def learning(task_name: str, seeds=(0, 1, 2), dial: float | None = None, mrtpo_s
         metrics = ev["synthetic_test"]["temp1"]
         return metrics[answer] if answer else statistics.mean(v for k, v in metrics.items() if k in task.answer_rewards)
 
-    base = answer_mean(runner.evaluate_base(task_name, **overrides))
+    base = answer_mean(runner.base_evaluation(task_name, **overrides).eval)
     runs = [runner.run(task_name, "gdpo", seed=s, **overrides) for s in seeds]
     gains = [answer_mean(r.eval) - base for r in runs]
     mean, se, _ = stats.mean_se(gains)  # over seeds (their runs' evaluation noise included); none from one seed
