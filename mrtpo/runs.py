@@ -150,8 +150,6 @@ def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overr
     ``results/base/<task>/<model>/base[-dial<d>]-<hash>/`` (``config.json``, ``eval.json``, ``eval.csv`` with
     method "base", ``eval_prompts.csv``, ``summary.json``) and reused; the key is a run's (:func:`identity`) of
     GDPO at seed 0, so a changed base, benchmark or evaluation setting evaluates afresh. ``force`` re-evaluates."""
-    import pandas as pd
-
     cfg = resolve(task, "gdpo", model, **overrides)
     ident, digest, folder = locate_base(cfg)
     if folder.is_dir() and not force:
@@ -160,27 +158,10 @@ def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overr
     with locked(cache_root() / "work" / f"{digest}.base-eval.lock"):
         if folder.is_dir() and not force:
             return Run(folder)
-        tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
+        with folder_in_place(folder) as tmp:
             (tmp / "config.json").write_text(json.dumps({**ident, "hash": digest, "name": folder.name}, indent=2,
                                                         default=str))
-            per_prompt: list[dict] = []
-            start = time.perf_counter()
-            results = evaluate(cfg, base_path(cfg), per_prompt=per_prompt)
-            summary = {"train_runtime_s": 0.0, "eval_runtime_s": round(time.perf_counter() - start, 2)}
-            (tmp / "eval.json").write_text(json.dumps(results, indent=2))
-            rows = pd.DataFrame(eval_rows(cfg, folder.name, results)).assign(method="base", steps=0)
-            rows.to_csv(tmp / "eval.csv", index=False)
-            pd.DataFrame(per_prompt).to_csv(tmp / "eval_prompts.csv", index=False)
-            (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
-            write_manifest(tmp)
-            if folder.exists():
-                shutil.rmtree(folder)
-            tmp.rename(folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            write_evaluation(cfg, base_path(cfg), folder.name, tmp, {"train_runtime_s": 0.0}, method="base")
     return Run(folder, trained=True)
 
 
@@ -369,15 +350,48 @@ def copy_tokenizer(model_dir: Path, out: Path) -> None:
             shutil.copy(model_dir / name, out / name)
 
 
-def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary: dict, folder: Path) -> None:
-    """Evaluate and write every file under a temporary name, then rename: the folder is complete or absent."""
-    import pandas as pd
-
-    log_history = summary.pop("log_history")
+@contextmanager
+def folder_in_place(folder: Path):
+    """A temporary sibling of ``folder`` to write every file into; when the block ends without error its manifest
+    is written and it replaces ``folder`` in one rename: the folder is complete or absent, never half-written."""
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
+        yield tmp
+        write_manifest(tmp)
+        if folder.exists():  # force: replace the old folder only once the new one is complete
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_evaluation(cfg: RunConfig, model_dir: Path, name: str, out: Path, summary: dict, method: str | None = None) -> None:
+    """Evaluate ``model_dir`` and write ``eval.json``, ``eval.csv`` (tidy rows named ``name``; their method column
+    ``method`` when given, else the run's label), ``eval_prompts.csv`` and ``summary.json`` (``summary`` with the
+    evaluation's time, ``eval_runtime_s``) into ``out``."""
+    import pandas as pd
+
+    per_prompt: list[dict] = []
+    start = time.perf_counter()
+    results = evaluate(cfg, model_dir, per_prompt=per_prompt)
+    summary["eval_runtime_s"] = round(time.perf_counter() - start, 2)
+    (out / "eval.json").write_text(json.dumps(results, indent=2))
+    rows = pd.DataFrame(eval_rows(cfg, name, results))
+    if method is not None:
+        rows = rows.assign(method=method, steps=0)
+    rows.to_csv(out / "eval.csv", index=False)
+    pd.DataFrame(per_prompt).to_csv(out / "eval_prompts.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary: dict, folder: Path) -> None:
+    """Evaluate and write every file of the run folder, complete or not at all (:func:`folder_in_place`)."""
+    import pandas as pd
+
+    log_history = summary.pop("log_history")
+    with folder_in_place(folder) as tmp:
         (tmp / "config.json").write_text(json.dumps({**ident, "hash": digest, "name": folder.name}, indent=2, default=str))
         metrics = pd.DataFrame([h for h in log_history if "loss" in h])
         # fixed column order: a resumed run reads its early rows back from trainer_state.json with sorted keys
@@ -388,18 +402,5 @@ def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary:
         recipe = base_path(cfg) / "mrtpo_recipe.json"  # the tiny base's warm-up mix travels with the run
         if recipe.exists():
             shutil.copy(recipe, tmp / "base_recipe.json")
-        per_prompt: list[dict] = []
-        start = time.perf_counter()
-        results = evaluate(cfg, work / "final", per_prompt=per_prompt)
-        summary["eval_runtime_s"] = round(time.perf_counter() - start, 2)
-        (tmp / "eval.json").write_text(json.dumps(results, indent=2))
-        pd.DataFrame(eval_rows(cfg, folder.name, results)).to_csv(tmp / "eval.csv", index=False)
-        pd.DataFrame(per_prompt).to_csv(tmp / "eval_prompts.csv", index=False)
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
-        write_manifest(tmp)
-        if folder.exists():  # force: replace the old folder only once the new one is complete
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        write_evaluation(cfg, work / "final", folder.name, tmp, summary)
     shutil.rmtree(work / "trainer", ignore_errors=True)  # checkpoints are no longer needed; final/ stays
