@@ -196,7 +196,7 @@ def main(argv=None) -> None:
     if bases:
         print("dial bases neither built nor shipped (built by their first run, not in the estimates): " + ", ".join(bases))
     print("not a run: the main tables' base row is the untrained base's evaluation (`mrtpo eval --base --task <task>`, "
-          "kept under results/base/; the pages evaluate a missing one, about a minute)")
+          "kept under results/base/; the pages evaluate a missing one: 25-97 s for the tiny tasks' committed ones)")
     if missing["est_min"].isna().any():
         print("no estimate for:", ", ".join(missing[missing["est_min"].isna()]["run"]))
 

@@ -275,10 +275,10 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     greedy = summary(evals, metric, decoding="greedy")[["method", "mean"]].rename(columns={"mean": "greedy"})
     order = [m for m in ["base", *methods] if m in set(table["method"])]  # derived metrics come back sorted by name
     table = table.merge(greedy, on="method").set_index("method").loc[order].reset_index()
-    table["seed ids"] = ["untrained" if m == "base" else seeds_text(sorted(seed_values(arms[m], metric)))
+    rows = {"base": [base], **arms}
+    table["seed ids"] = ["untrained" if m == "base" else seeds_text(sorted(seed_values(rows[m], metric)))
                          for m in table["method"]]
-    table["temp1_eval_se"] = [float(np.mean([run_eval_se(r, metric)[0] for r in ([base] if m == "base" else arms[m])]))
-                              for m in table["method"]]
+    table["temp1_eval_se"] = [float(np.mean([run_eval_se(r, metric)[0] for r in rows[m]])) for m in table["method"]]
     sel = evals[(evals.metric == metric) & (evals.benchmark == "synthetic_test") & (evals.decoding == "temp1")]
     title = f"{task}, {model}" + ("" if dial is None else f", dial {dial:g}")
     fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=title)
