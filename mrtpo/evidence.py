@@ -16,23 +16,40 @@ from .report import (PAPER_METHOD, answer_metric, beside_paper, components, esti
 from .results import Run, run_folders
 
 
-def finished(task: str, method: str, model: str = "tiny", steps: int | None = None, **overrides) -> list[Run]:
-    """Every finished run of ``method`` on ``task`` with these settings, one per seed found; never trains."""
+def arm_settings(arm: str) -> tuple[str, dict]:
+    """(method, run overrides) of an arm as the result pages name it: a method as the runner spells it
+    (``"gdpo+saw"``), ``"beta <b>"`` for MRTPO at that beta, or ``"<method>-<set>_rewards"`` for a method on the
+    task's reward set ``<set>`` (``"mrtpo-sub_rewards"``, the name ``RunConfig.label`` gives such a run)."""
+    if arm.startswith("beta "):
+        return "mrtpo", {"mrtpo_beta": float(arm.split()[1])}
+    if arm.endswith("_rewards"):
+        method, reward_set = arm.removesuffix("_rewards").rsplit("-", 1)
+        return method, {"rewards": reward_set}
+    return arm, {}
+
+
+def finished(task: str, arm: str, model: str = "tiny", steps: int | None = None, **overrides) -> list[Run]:
+    """Every finished run of ``arm`` (:func:`arm_settings`) on ``task`` with these settings, one per seed found;
+    never trains."""
+    method, settings = arm_settings(arm)
+    overrides = {**settings, **overrides}
     label = runner.resolve(task, method, model, steps=steps, **overrides).label
     seeds = sorted({json.loads((p / "config.json").read_text())["config"]["seed"]
                     for p in run_folders(task) if p.parent.name == model and p.name.startswith(f"{label}-")})
     return [r for s in seeds if (r := runner.find(task, method, model, seed=s, steps=steps, **overrides)) is not None]
 
 
-def arm_runs(task: str, methods, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False,
+def arm_runs(task: str, arms, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False,
              **overrides) -> dict[str, list[Run]]:
-    """Per method, its runs in seed order: the ``seeds`` asked for (trained or reused, :func:`grid`) and every other
-    seed already finished with the same settings. Tables show every seed present; nothing else is trained."""
+    """Per arm (:func:`arm_settings`), its runs in seed order: the ``seeds`` asked for (trained or reused,
+    :func:`grid`) and every other seed already finished with the same settings. Tables show every seed present;
+    nothing else is trained."""
     out = {}
-    for method in methods:
-        asked = grid(task, [method], model, seeds, steps, force, **overrides)
-        by_seed = {r.seed: r for r in finished(task, method, model, steps, **overrides) + asked}
-        out[method] = [by_seed[s] for s in sorted(by_seed)]
+    for arm in arms:
+        method, settings = arm_settings(arm)
+        asked = grid(task, [method], model, seeds, steps, force, **settings, **overrides)
+        by_seed = {r.seed: r for r in finished(task, arm, model, steps, **overrides) + asked}
+        out[arm] = [by_seed[s] for s in sorted(by_seed)]
     return out
 
 
@@ -180,33 +197,56 @@ def verdict_sentence(table: pd.DataFrame) -> str:
 
 
 class Comparisons(NamedTuple):
-    """The comparisons of one page's verdict table: the task the page runs by default, its (A, B) pairs (an arm is
-    a method, or ``"beta <b>"`` for MRTPO at that beta, as :func:`beta_arms` names it), the paper's table that
-    holds their claims (``results/paper/<paper_table>.csv``; None where it reports no differences of methods) and
-    that table's metric (None where it has one)."""
+    """One verdict table of the book: the page (notebook) that shows it, the task, its (A, B) pairs (arms as
+    :func:`arm_settings` names them), the paper's table that holds their claims (``results/paper/<paper_table>.csv``;
+    None where the paper reports no such differences on this task) and that table's metric (None where it has one)."""
 
+    page: str
     task: str
     pairs: tuple[tuple[str, str], ...]
     paper_table: str | None = None
     paper_metric: str | None = None
 
+    @property
+    def arms(self) -> list[str]:
+        """The arms of the pairs, each once, in the order they first appear."""
+        return list(dict.fromkeys(x for pair in self.pairs for x in pair))
+
 
 #: the main tables' comparisons, the same on every task: a page shows those whose arms both have runs
 MAIN_PAIRS = (("mrtpo", "gdpo"), ("mrtpo", "grpo"), ("gdpo", "grpo"), ("mrtpo", "opsd"), ("mrtpo", "entropy"))
+#: the ablation's comparisons (Table 5), on every task
+ABLATION_PAIRS = (("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"), ("mrtpo", "gdpo+saw"),
+                  ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"), ("entropy", "gdpo"), ("gdpo+saw", "gdpo"))
+#: the ablation's sub-verifier arms (text-to-SQL's reward set "sub": the execution reward split by check), against
+#: each other and against the same method on the default rewards
+SUB_REWARD_PAIRS = (("mrtpo-sub_rewards", "gdpo-sub_rewards"), ("gdpo-sub_rewards", "gdpo"), ("mrtpo-sub_rewards", "mrtpo"))
 #: MRTPO's betas of the beta sweep (Tables 6–7): the paper's range, and 1.0 to show the plateau (PAPER.md §6.2)
 BETAS = (0.25, 0.5, 0.75, 1.0)
-#: the book's verdict tables on the held-out answer metric, keyed by page (notebook); the pages take their pairs
-#: from here
-BOOK_COMPARISONS = {
-    "table1_text_to_sql": Comparisons("sql", MAIN_PAIRS, "table1_text_to_sql",
-                                      "six-benchmark avg execution accuracy"),
-    "table2_instruction_following": Comparisons("if", MAIN_PAIRS, "table2_instruction_following"),
-    "table3_tool_calling": Comparisons("tool", MAIN_PAIRS, "table3_tool_calling"),
-    "table5_ablation": Comparisons("sql", (("mrtpo", "gdpo"), ("mrtpo", "joint"), ("mrtpo", "shuffled"), ("mrtpo", "entropy"),
-                                           ("mrtpo", "gdpo+saw"), ("mrtpo+saw", "mrtpo"), ("joint", "gdpo"),
-                                           ("entropy", "gdpo"), ("gdpo+saw", "gdpo")), "table5_ablation"),
-    "table6_beta_sweep": Comparisons("sql", tuple((f"beta {b:g}", f"beta {a:g}") for a, b in zip(BETAS, BETAS[1:]))),
-}
+BETA_PAIRS = tuple((f"beta {b:g}", f"beta {a:g}") for a, b in zip(BETAS, BETAS[1:]))
+#: the book's verdict tables on the held-out answer metric, one per page and task the issue asks for (a task a page
+#: does not show by default has its table here too, so the reproduce page's power table says it has no runs)
+BOOK_COMPARISONS = (
+    Comparisons("table1_text_to_sql", "sql", MAIN_PAIRS, "table1_text_to_sql", "six-benchmark avg execution accuracy"),
+    Comparisons("table2_instruction_following", "if", MAIN_PAIRS, "table2_instruction_following"),
+    Comparisons("table3_tool_calling", "tool", MAIN_PAIRS, "table3_tool_calling"),
+    Comparisons("table5_ablation", "sql", ABLATION_PAIRS + SUB_REWARD_PAIRS, "table5_ablation"),
+    Comparisons("table5_ablation", "tool", ABLATION_PAIRS),
+    Comparisons("table5_ablation", "if", ABLATION_PAIRS),
+    Comparisons("table6_beta_sweep", "sql", BETA_PAIRS),
+    Comparisons("table6_beta_sweep", "tool", BETA_PAIRS),
+    Comparisons("table6_beta_sweep", "if", BETA_PAIRS),
+)
+
+
+def book_comparisons(page: str, task: str) -> Comparisons:
+    """The verdict table of :data:`BOOK_COMPARISONS` that ``page`` shows for ``task``."""
+    for c in BOOK_COMPARISONS:
+        if (c.page, c.task) == (page, task):
+            return c
+    shown = ", ".join(c.task for c in BOOK_COMPARISONS if c.page == page)
+    raise ValueError(f"{page} has no verdict table for task {task!r}; it has one for: {shown or 'no task'} "
+                     "(add a Comparisons entry to mrtpo.evidence.BOOK_COMPARISONS)")
 
 
 def extra_forwards(m: pd.DataFrame) -> pd.Series:
@@ -292,8 +332,8 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
 
 def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False
               ) -> dict[str, list[Run]]:
-    """MRTPO's runs at each beta (:func:`arm_runs` with ``mrtpo_beta``), keyed ``"beta 0.5"``."""
-    return {f"beta {b:g}": arm_runs(task, ["mrtpo"], model, seeds, steps, force, mrtpo_beta=b)["mrtpo"] for b in betas}
+    """MRTPO's runs at each beta (:func:`arm_runs`), keyed ``"beta 0.5"``."""
+    return arm_runs(task, [f"beta {b:g}" for b in betas], model, seeds, steps, force)
 
 
 def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:

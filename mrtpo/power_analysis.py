@@ -55,13 +55,6 @@ def power_sentence(power: pd.DataFrame, delta: float = 0.05) -> str:
     return "\n".join(out)
 
 
-def finished_arm(task: str, arm: str, model: str = "tiny") -> list[Run]:
-    """:func:`finished` runs of one arm of :data:`BOOK_COMPARISONS` (``"beta 0.25"``: MRTPO at that beta)."""
-    if arm.startswith("beta "):
-        return finished(task, "mrtpo", model, mrtpo_beta=float(arm.split()[1]))
-    return finished(task, arm, model)
-
-
 def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """Every comparison of :data:`BOOK_COMPARISONS` over the finished runs of ``model`` (nothing is trained): its
     :func:`power_table` row (the sd of the difference, how it was measured, the shared seeds, the power for
@@ -75,18 +68,18 @@ def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> 
     from . import stats
 
     task_arms = {}
-    for c in BOOK_COMPARISONS.values():
-        for arm in (x for pair in c.pairs for x in pair):
+    for c in BOOK_COMPARISONS:
+        for arm in c.arms:
             if (c.task, arm) not in task_arms:
-                task_arms[c.task, arm] = finished_arm(c.task, arm, model)
+                task_arms[c.task, arm] = finished(c.task, arm, model)
     pooled = {}
     for task in {t for t, _ in task_arms}:
         groups = {tuple(sorted(str(r.path) for r in runs)): seed_values(runs, answer_metric(task)).values()
                   for (t, _), runs in task_arms.items() if t == task and runs}
         pooled[task] = stats.pooled_sd(groups.values())
     rows = []
-    for page, c in BOOK_COMPARISONS.items():
-        arms = {arm: task_arms[c.task, arm] for arm in dict.fromkeys(x for pair in c.pairs for x in pair)}
+    for c in BOOK_COMPARISONS:
+        arms = {arm: task_arms[c.task, arm] for arm in c.arms}
         table = (power_table(arms, c.pairs, answer_metric(c.task), delta, power, pooled=pooled[c.task]).set_index("comparison")
                  if any(arms.values()) else pd.DataFrame())
         for a, b in c.pairs:
@@ -94,7 +87,7 @@ def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> 
             runs = arms[a] + arms[b]
             times = [r.summary.get("train_runtime_s") for r in runs]
             times = [t for t in times if t is not None and t == t]
-            row = {"page": page, "task": c.task, "comparison": name,
+            row = {"page": c.page, "task": c.task, "comparison": name,
                    "seeds": f"{seeds_text(sorted(r.seed for r in arms[a]))} / "
                             f"{seeds_text(sorted(r.seed for r in arms[b]))}",
                    "train hours": sum(times) / 3600 if times else math.nan, "runs timed": f"{len(times)} of {len(runs)}"}
@@ -121,6 +114,10 @@ def book_power_sentence(table: pd.DataFrame, delta: float = 0.05) -> str:
     without runs, and the summed cost."""
     if table.empty:
         return "The book has no comparison."
+
+    def where(row) -> str:
+        return f"{row['comparison']}, {row['page']} on {row['task']}"
+
     tested = table[table["shared seeds"] >= 2]
     powered = tested[tested[f"power for {delta:g} now"] >= 0.8]
     parts = [f"Of the book's {len(table)} comparisons, {len(tested)} rest on two shared seeds or more (a paired test "
@@ -128,8 +125,8 @@ def book_power_sentence(table: pd.DataFrame, delta: float = 0.05) -> str:
     if len(tested):
         lo, hi = tested["detectable now"].idxmin(), tested["detectable now"].idxmax()
         parts.append(f"at the seeds they have, the smallest difference detectable with 80% power runs from "
-                     f"{tested.at[lo, 'detectable now']:.3f} ({tested.at[lo, 'comparison']}, {tested.at[lo, 'page']}) to "
-                     f"{tested.at[hi, 'detectable now']:.3f} ({tested.at[hi, 'comparison']}, {tested.at[hi, 'page']})")
+                     f"{tested.at[lo, 'detectable now']:.3f} ({where(tested.loc[lo])}) to "
+                     f"{tested.at[hi, 'detectable now']:.3f} ({where(tested.loc[hi])})")
     one = table[table["shared seeds"] == 1]
     if len(one):
         three = one["detectable at 3 seeds"].dropna()
@@ -137,7 +134,11 @@ def book_power_sentence(table: pd.DataFrame, delta: float = 0.05) -> str:
                      + (f" (at 3 seeds, the measured spreads would detect {three.min():.3f} to {three.max():.3f})" if len(three) else ""))
     missing = table[table["measured"].str.startswith("no runs")]
     if len(missing):
-        parts.append(f"{len(missing)} have no runs yet ({', '.join(missing['comparison'] + ' on ' + missing['page'])})")
+        groups = []
+        for (page, task), rows in missing.groupby(["page", "task"], sort=False):
+            every = len(rows) == ((table["page"] == page) & (table["task"] == task)).sum()
+            groups.append(f"{page} on {task}: " + (f"all {len(rows)}" if every and len(rows) > 1 else ", ".join(rows["comparison"])))
+        parts.append(f"{len(missing)} have no runs yet ({'; '.join(groups)})")
     parts.append(f"the comparisons' runs took {table['train hours'].sum():.1f} hours of training, counting a run "
                  "shared by several comparisons in each")
     return "; ".join(parts) + "."

@@ -39,8 +39,8 @@ plan = report.check_model(task, model)  # stops here, with the registry's clear 
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
 paper = report.paper("table1_text_to_sql")
 metric = report.answer_metric(task)
-pairs = evidence.BOOK_COMPARISONS["table1_text_to_sql"].pairs
-verdicts = evidence.verdict_table(arms, pairs, metric, "table1_text_to_sql", "six-benchmark avg execution accuracy")
+comparisons = evidence.book_comparisons("table1_text_to_sql", task)
+verdicts = evidence.verdict_table(arms, comparisons.pairs, metric, comparisons.paper_table, comparisons.paper_metric)
 
 # %% [markdown]
 # ## Verdicts
@@ -74,7 +74,7 @@ display(evidence.main_view(table, paper[paper.metric == "six-benchmark avg execu
 
 # %%
 display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
-power = power_analysis.power_table(arms, pairs, metric)
+power = power_analysis.power_table(arms, comparisons.pairs, metric)
 display(power.round(3).set_index("comparison"))
 print(power_analysis.power_sentence(power))
 

@@ -39,8 +39,8 @@ plan = report.check_model(task, model)  # stops here, with the registry's clear 
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
 paper = report.paper("table2_instruction_following")
 metric = report.answer_metric(task)
-pairs = evidence.BOOK_COMPARISONS["table2_instruction_following"].pairs
-verdicts = evidence.verdict_table(arms, pairs, metric, "table2_instruction_following")
+comparisons = evidence.book_comparisons("table2_instruction_following", task)
+verdicts = evidence.verdict_table(arms, comparisons.pairs, metric, comparisons.paper_table, comparisons.paper_metric)
 
 # %% [markdown]
 # ## Verdicts
@@ -73,7 +73,7 @@ display(evidence.main_view(table, paper))
 
 # %%
 display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
-power = power_analysis.power_table(arms, pairs, metric)
+power = power_analysis.power_table(arms, comparisons.pairs, metric)
 display(power.round(3).set_index("comparison"))
 print(power_analysis.power_sentence(power))
 

@@ -310,10 +310,14 @@ def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch
     arms = {"gdpo": [fake_run(tmp_path / "g", "gdpo", s, values(rng, 0.4 + 0.05 * s)) for s in (0, 1, 2)],
             "mrtpo": [fake_run(tmp_path / "m", "mrtpo", s, values(rng, 0.5 + 0.02 * s)) for s in (0, 1, 2)],
             "joint": [fake_run(tmp_path / "j", "joint", 0, values(rng, 0.5))]}
-    monkeypatch.setattr(power_analysis, "BOOK_COMPARISONS", {"table5_ablation": evidence.Comparisons(
-        "sql", (("mrtpo", "gdpo"), ("joint", "gdpo"), ("beta 0.5", "beta 0.25")), "table5_ablation")})
-    monkeypatch.setattr(power_analysis, "finished_arm", lambda task, arm, model: arms.get(arm, []))
-    table = power_analysis.book_power().set_index("comparison")
+    monkeypatch.setattr(power_analysis, "BOOK_COMPARISONS", (
+        evidence.Comparisons("table5_ablation", "sql", (("mrtpo", "gdpo"), ("joint", "gdpo"), ("beta 0.5", "beta 0.25")),
+                             "table5_ablation"),
+        evidence.Comparisons("table5_ablation", "if", (("mrtpo", "joint"), ("joint", "gdpo")))))
+    monkeypatch.setattr(power_analysis, "finished", lambda task, arm, model: arms.get(arm, []) if task == "sql" else [])
+    table = power_analysis.book_power()
+    assert table[table.task == "if"]["measured"].tolist() == ["no runs of mrtpo or joint", "no runs of joint or gdpo"]
+    table = table[table.task == "sql"].set_index("comparison")
     v = {m: evidence.seed_values(arms[m], "execution_match") for m in ("gdpo", "mrtpo")}
     sd = np.std([v["mrtpo"][s] - v["gdpo"][s] for s in (0, 1, 2)], ddof=1)
     row = table.loc["mrtpo − gdpo"]
@@ -326,9 +330,10 @@ def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch
     assert one["shared seeds"] == 1 and math.isnan(one["power for 0.05 now"]) and one["detectable at 3 seeds"] > 0
     none = table.loc["beta 0.5 − beta 0.25"]
     assert none["measured"] == "no runs of beta 0.5 or beta 0.25" and math.isnan(none["train hours"])
-    sentence = power_analysis.book_power_sentence(table.reset_index())
-    assert sentence.startswith("Of the book's 3 comparisons, 1 rest on two shared seeds or more")
-    assert "1 have no runs yet (beta 0.5 − beta 0.25 on table5_ablation)" in sentence and "1 rest on one shared seed" in sentence
+    sentence = power_analysis.book_power_sentence(power_analysis.book_power())
+    assert sentence.startswith("Of the book's 5 comparisons, 1 rest on two shared seeds or more")
+    assert "(mrtpo − gdpo, table5_ablation on sql)" in sentence and "1 rest on one shared seed" in sentence
+    assert "3 have no runs yet (table5_ablation on sql: beta 0.5 − beta 0.25; table5_ablation on if: all 2)" in sentence
 
 
 def _add_cell(run: Run, benchmark: str, decoding: str, metric: str, value: float):
@@ -435,3 +440,23 @@ def test_headline_verdicts_judge_convergence_on_the_long_runs(tmp_path, monkeypa
     monkeypatch.setattr(claims, "finished", lambda *a, **k: [])
     v = claims.verdicts().set_index("claim")
     assert v.loc[f"MRTPO reaches GDPO's final value earlier (text-to-SQL, {claims.LONG_STEPS} steps)", "ours"] == "no runs"
+
+
+def test_arm_names_resolve_to_the_runs_the_pages_compare():
+    """A page's arm name says which runs it means (a method, "beta <b>", "<method>-<set>_rewards"), and every arm of
+    every verdict table in the book resolves to a run configuration its task accepts, named as the tables show it."""
+    from mrtpo import runs as runner
+
+    assert evidence.arm_settings("beta 0.25") == ("mrtpo", {"mrtpo_beta": 0.25})
+    assert evidence.arm_settings("mrtpo+saw-sub_rewards") == ("mrtpo+saw", {"rewards": "sub"})
+    assert evidence.arm_settings("gdpo+constlen") == ("gdpo+constlen", {})
+    for c in evidence.BOOK_COMPARISONS:
+        for arm in c.arms:
+            method, settings = evidence.arm_settings(arm)
+            cfg = runner.resolve(c.task, method, "tiny", **settings)
+            assert cfg.label == arm or arm.startswith("beta "), (c.page, c.task, arm)
+    with pytest.raises(ValueError, match="rewards='sub' is not valid"):
+        runner.resolve("tool", "gdpo", "tiny", **evidence.arm_settings("gdpo-sub_rewards")[1])
+    assert evidence.book_comparisons("table5_ablation", "tool").paper_table is None  # the paper's Table 5 is text-to-SQL
+    with pytest.raises(ValueError, match="table1_text_to_sql has no verdict table for task 'tool'; it has one for: sql"):
+        evidence.book_comparisons("table1_text_to_sql", "tool")
