@@ -78,7 +78,7 @@ plots.save(fig, f"open_questions_regions_{model}")
 # beta, and the held-out answer metric; then the algebra's prediction against each step of the sweep.
 
 # %%
-beta_arms = {f"beta {b:g}": evidence.finished(task, "mrtpo", model, steps, mrtpo_beta=b) for b in betas}
+beta_arms = {arm: evidence.finished(task, arm, model, steps) for arm in (f"beta {b:g}" for b in betas)}
 beta_table, beta_verdicts = evidence.beta_table(beta_arms, metric)
 display(beta_table.round(3).set_index("beta"))
 display(beta_verdicts.drop(columns=["diff", "lo", "hi"], errors="ignore").set_index("comparison"))
