@@ -26,6 +26,8 @@ def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0
     values = {m: seed_values(runs, metric, benchmark, decoding) for m, runs in arms.items() if runs}
     if pooled is None:
         pooled = stats.pooled_sd([v.values() for v in values.values()])
+    columns = ["comparison", "sd of the difference", "measured", "shared seeds", f"power for {delta:g} now", "detectable now",
+               *(f"detectable at {n} seeds" for n in at), f"seeds for {delta:g} at {power:.0%} power"]
     rows = []
     for a, b in pairs:
         if a not in values or b not in values:
@@ -38,7 +40,7 @@ def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0
         row.update({f"detectable at {n} seeds": stats.detectable_difference(sd, n, power) for n in at})
         row[f"seeds for {delta:g} at {power:.0%} power"] = max(3, need) if need is not None else None
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def power_sentence(power: pd.DataFrame, delta: float = 0.05) -> str:

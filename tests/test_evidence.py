@@ -315,6 +315,8 @@ def test_book_power_states_each_comparisons_power_and_cost(tmp_path, monkeypatch
                              "table5_ablation"),
         evidence.Comparisons("table5_ablation", "if", (("mrtpo", "joint"), ("joint", "gdpo")))))
     monkeypatch.setattr(power_analysis, "finished", lambda task, arm, model: arms.get(arm, []) if task == "sql" else [])
+    alone = power_analysis.power_table({"mrtpo": arms["mrtpo"]}, [("mrtpo", "joint")], "execution_match")
+    assert alone.empty and "comparison" in alone  # an arm with runs, but no pair with both: a table with no rows
     table = power_analysis.book_power()
     assert table[table.task == "if"]["measured"].tolist() == ["no runs of mrtpo or joint", "no runs of joint or gdpo"]
     table = table[table.task == "sql"].set_index("comparison")
