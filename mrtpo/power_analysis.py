@@ -82,8 +82,7 @@ def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> 
     rows = []
     for c in BOOK_COMPARISONS:
         arms = {arm: task_arms[c.task, arm] for arm in c.arms}
-        table = (power_table(arms, c.pairs, answer_metric(c.task), delta, power, pooled=pooled[c.task]).set_index("comparison")
-                 if any(arms.values()) else pd.DataFrame())
+        table = power_table(arms, c.pairs, answer_metric(c.task), delta, power, pooled=pooled[c.task]).set_index("comparison")
         for a, b in c.pairs:
             name = f"{a} − {b}"
             runs = arms[a] + arms[b]

@@ -456,7 +456,8 @@ def test_arm_names_resolve_to_the_runs_the_pages_compare():
         for arm in c.arms:
             method, settings = evidence.arm_settings(arm)
             cfg = runner.resolve(c.task, method, "tiny", **settings)
-            assert cfg.label == arm or arm.startswith("beta "), (c.page, c.task, arm)
+            assert cfg.label == (method if arm.startswith("beta ") else arm), (c.page, c.task, arm)
+            assert cfg.mrtpo_beta == settings.get("mrtpo_beta", cfg.mrtpo_beta) and cfg.rewards == settings.get("rewards", "default")
     with pytest.raises(ValueError, match="rewards='sub' is not valid"):
         runner.resolve("tool", "gdpo", "tiny", **evidence.arm_settings("gdpo-sub_rewards")[1])
     assert evidence.book_comparisons("table5_ablation", "tool").paper_table is None  # the paper's Table 5 is text-to-SQL
