@@ -20,6 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "book" / "notebooks.yml"
 EXECUTED = ROOT / "book" / "executed"
+KERNEL_START_ATTEMPTS = 3  # kernels that die before running a cell are restarted this many times in all
 
 
 def notebook_plan() -> list[dict]:
@@ -40,10 +41,20 @@ def execute(name: str, parameters: dict, out_dir: Path = EXECUTED) -> Path:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{name}.ipynb"
-    papermill.execute_notebook(
-        str(ROOT / "notebooks" / f"{name}.ipynb"), str(out), parameters=parameters, cwd=str(ROOT / "notebooks"),
-        kernel_name="python3", progress_bar=False,
-    )
+    for attempt in range(KERNEL_START_ATTEMPTS):
+        try:
+            papermill.execute_notebook(
+                str(ROOT / "notebooks" / f"{name}.ipynb"), str(out), parameters=parameters,
+                cwd=str(ROOT / "notebooks"), kernel_name="python3", progress_bar=False,
+            )
+            break
+        except RuntimeError as error:
+            # A kernel that dies before its first reply ran no cell; the usual cause is a port another kernel
+            # took between jupyter_client choosing it and the kernel binding it (two builds at once), so a
+            # fresh kernel with fresh ports is the whole remedy. Any other failure is the notebook's own.
+            if "before replying to kernel_info" not in str(error) or attempt == KERNEL_START_ATTEMPTS - 1:
+                raise
+            print(f"{name}: the kernel died while starting ({error}); starting a new one", file=sys.stderr)
     nb = nbformat.read(out, as_version=4)
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])

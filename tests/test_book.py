@@ -48,6 +48,35 @@ def test_smoke_book_builds_with_a_figure_and_a_table_per_notebook(tmp_path, monk
     assert not problems, json.dumps(problems, indent=1)
 
 
+def test_a_kernel_that_dies_while_starting_is_replaced_and_a_notebook_error_is_not(tmp_path, monkeypatch):
+    import nbformat
+    import papermill
+
+    calls = []
+
+    def execute_notebook(source, out, **kwargs):
+        calls.append(source)
+        if len(calls) == 1:  # what jupyter_client raises when the kernel lost its port to another kernel
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        if kwargs["parameters"].get("broken"):
+            raise RuntimeError("the notebook's own error")
+        cell = nbformat.v4.new_code_cell("model = 'smoke'", metadata={"tags": ["injected-parameters"]})
+        nbformat.write(nbformat.v4.new_notebook(cells=[cell]), out)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    out = book.execute(NOTEBOOKS[0], {}, tmp_path)
+    assert len(calls) == 2
+    assert nbformat.read(out, as_version=4).cells[0].metadata.tags == ["injected-parameters", "remove-cell"]
+    calls.clear()
+    with pytest.raises(RuntimeError, match="own error"):
+        book.execute(NOTEBOOKS[0], {"broken": True}, tmp_path)
+    assert len(calls) == 2  # the kernel's death is retried, the notebook's error is raised at once
+    calls.clear()
+    monkeypatch.setattr(book, "KERNEL_START_ATTEMPTS", 1)
+    with pytest.raises(RuntimeError, match="kernel_info"):
+        book.execute(NOTEBOOKS[0], {}, tmp_path)
+
+
 def test_browser_check_finds_what_a_reader_should_not_see(tmp_path):
     """Each defect the check exists for, on a page of its own, is reported; a clean page is not."""
     from PIL import Image
