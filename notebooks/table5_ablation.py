@@ -28,8 +28,7 @@ model = "tiny"  # registry name: tiny (default), 7b (the paper's ablation model)
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
-# None: text-to-SQL and tool calling at the tiny sizes, text-to-SQL (the paper's Table 5) at any other scale;
-# instruction following's ablation is not run at the tiny scale (the reproduce page's power table lists it)
+# None: all three tasks at the tiny sizes, text-to-SQL (the paper's Table 5) at any other scale
 tasks = None
 # the arms; each task trains those its verdict table compares (the sub-verifier arms: text-to-SQL only)
 methods = ["gdpo", "mrtpo", "joint", "shuffled", "entropy", "gdpo+saw", "mrtpo+saw", "gdpo-sub_rewards", "mrtpo-sub_rewards"]
@@ -40,7 +39,7 @@ import pandas as pd
 from mrtpo import evidence, plots, power_analysis, report
 from mrtpo.models import TINY_SIZES
 
-tasks = tasks or (["sql", "tool"] if model in TINY_SIZES else ["sql"])
+tasks = tasks or (["sql", "tool", "if"] if model in TINY_SIZES else ["sql"])
 plan = report.check_model(tasks[0], model)
 verdicts, noise, power, costs = [], [], [], {}
 for task in tasks:
