@@ -16,12 +16,13 @@ against; (2) the main tables — GRPO, GDPO, MRTPO, OPSD and the entropy control
 and MRTPO at the seeds the paper's claim MRTPO − GDPO needs for a difference of 0.05 at 80% power, where the
 finished runs measure it (``powered_seeds``: an internal pilot — the sd of the paired difference over the seeds
 present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) convergence — GDPO and MRTPO for
-300 steps (``claims.LONG_STEPS``) on text-to-SQL; (4) dose-response — GDPO and MRTPO on the testbed's dial bases
+300 steps (``claims.LONG_STEPS``) on text-to-SQL, and its fixed-length control (``+constlen``, the default steps)
+beside the length curves; (4) dose-response — GDPO and MRTPO on the testbed's dial bases
 (``--dial``, every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, two seeds at
 every setting before the third (a setting enters the slope with two shared seeds), analysed by
 ``mrtpo.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
-exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW, the fixed-length control and
-(text-to-SQL) sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
+exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW and (text-to-SQL)
+sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
 beta). Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that
 needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
 time is not in the estimates, and the dry run lists the bases that are neither built nor shipped).
@@ -103,13 +104,15 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
     for task, count in (powered or {}).items():
         plan += [Planned("powered", task, m, s) for s in range(count) for m in POWERED]
     plan += [Planned("convergence", "sql", m, s, steps=LONG_STEPS) for s in range(seeds) for m in ("gdpo", "mrtpo")]
+    # the fixed-length control beside the length curves (fig5 and the arms page read it on text-to-SQL only)
+    plan += [Planned("convergence", "sql", m, s) for s in range(seeds) for m in ("gdpo+constlen", "mrtpo+constlen")]
     for task in DOSE_TASKS:  # both arms of a seed together, so a stopped grid leaves paired runs; every setting
         # gets the seeds that let it enter the slope (MIN_SHARED_SEEDS) before any setting gets more
         blocks = (range(min(seeds, MIN_SHARED_SEEDS)), range(MIN_SHARED_SEEDS, seeds))
         plan += [Planned("dose-response", task, m, s, overrides={"dial": d})
                  for block in blocks for d in DIAL_SETTINGS for s in block for m in ("gdpo", "mrtpo")]
     for task in TASKS:
-        arms = ["joint", "shuffled", "gdpo+saw", "mrtpo+saw", "gdpo+constlen", "mrtpo+constlen"]
+        arms = ["joint", "shuffled", "gdpo+saw", "mrtpo+saw"]
         plan += [Planned("ablation", task, m, s) for s in n(task) for m in arms]
         if task == "sql":
             plan += [Planned("ablation", task, m, s, overrides={"rewards": "sub"}) for s in n(task) for m in ("mrtpo", "gdpo")]

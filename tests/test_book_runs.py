@@ -37,7 +37,9 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
         assert found == expected, (task, method, found)
     # a run serves the first section that needs it: GDPO's main-table seeds are the power section's
     assert {p.method for p in plan if p.section == "main tables"} == {"mrtpo", "grpo", "opsd", "entropy"}
-    assert {p.steps for p in plan if p.section == "convergence"} == {300}
+    assert {p.steps for p in plan if p.section == "convergence" and "constlen" not in p.method} == {300}
+    # the fixed-length control is trained where a page reads it: beside text-to-SQL's length curves, default steps
+    assert {(p.task, p.steps) for p in plan if "constlen" in p.method} == {("sql", None)}
     # the beta sweep: evidence.BETAS less the main MRTPO run's beta (0.5), which the main tables already train
     assert {(p.task, p.overrides["mrtpo_beta"]) for p in plan if p.section == "beta sweep"} == {
         (t, b) for t in ("sql", "tool", "if") for b in (0.25, 0.75, 1.0)}
