@@ -2,7 +2,8 @@
 
 ``python -m mrtpo.book build [--force] [--smoke]``; ``python -m mrtpo.book check`` opens the rendered pages in
 headless Chromium (:mod:`mrtpo.browser`). Executed notebooks go to ``book/executed/`` (git-ignored);
-the HTML to ``_build/html``. Notebooks reuse cached run folders unless ``--force`` (``make reproduce``).
+the HTML to ``_build/html`` (of another folder for a build given ``site``: the test suite's smoke book, which so
+leaves the reader's built book alone). Notebooks reuse cached run folders unless ``--force`` (``make reproduce``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +22,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "book" / "notebooks.yml"
 EXECUTED = ROOT / "book" / "executed"
+#: what Jupyter Book reads besides the executed notebooks (copied into a ``site`` other than the repository)
+SOURCES = ("_config.yml", "_toc.yml", "_static", "book/method.md")
 KERNEL_START_ATTEMPTS = 3  # kernels that die before running a cell are restarted this many times in all
 
 
@@ -107,19 +111,30 @@ def _tail(log: Path, lines: int = 40) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def build(force: bool = False, smoke: bool = False, html: bool = True) -> Path:
+def build(force: bool = False, smoke: bool = False, html: bool = True, site: Path = ROOT) -> Path:
     """Execute the planned notebooks (smoke: at the test suite's smoke size) and render the HTML book.
 
-    Prints one line per notebook (name, whether it reused cached runs or trained, seconds) and a total; the
-    libraries' own output (kernel, papermill, Sphinx) goes to ``_build/book.log``.
+    ``site``: the folder the book is built in, ``<site>/book/executed`` and ``<site>/_build/html``; any folder
+    other than the repository gets a copy of the book's other sources (:data:`SOURCES`) first. Prints one line per
+    notebook (name, whether it reused cached runs or trained, seconds) and a total; the libraries' own output
+    (kernel, papermill, Sphinx) goes to ``<site>/_build/book.log``.
     """
+    site = Path(site)
+    if site.resolve() != ROOT:
+        for source in SOURCES:
+            src, dst = ROOT / source, site / source
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, dst, dirs_exist_ok=True)
+            else:
+                shutil.copyfile(src, dst)
     # the kernels import this repository's package, whatever else is installed
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    log = ROOT / "_build" / "book.log"
+    log = site / "_build" / "book.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
     print(f"[book] executing {len(notebook_plan())} notebooks{' (smoke size)' if smoke else ''}; "
-          f"library output: {log.relative_to(ROOT)}", flush=True)
+          f"library output: {_shown(log)}", flush=True)
     began = time.perf_counter()
     for entry in notebook_plan():
         params = dict(entry.get("parameters", {}))
@@ -132,24 +147,29 @@ def build(force: bool = False, smoke: bool = False, html: bool = True) -> Path:
             with open(log, "a") as f:  # written to the file itself: under pytest, print does not reach fd 1
                 f.write(f"\n===== {entry['name']} {params}\n")
             with _to_log(log):
-                execute(entry["name"], params)
+                execute(entry["name"], params, site / "book" / "executed")
         except Exception:
-            print(f"[book] {entry['name']} FAILED; the last lines of {log.relative_to(ROOT)}:\n{_tail(log)}", flush=True)
+            print(f"[book] {entry['name']} FAILED; the last lines of {_shown(log)}:\n{_tail(log)}", flush=True)
             raise
         new = len(_trained() - before)
         print(f"[book] {entry['name']:<30} {f'trained {new}' if new else 'reused':<10} "
               f"{time.perf_counter() - t0:7.1f}s", flush=True)
     if html:
         t0 = time.perf_counter()
-        cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", "--all", "-W", "-n", "--keep-going", str(ROOT)]
+        cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", "--all", "-W", "-n", "--keep-going", str(site)]
         with open(log, "a") as f:
             done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
         if done.returncode:
-            print(f"[book] HTML build FAILED; the last lines of {log.relative_to(ROOT)}:\n{_tail(log)}", flush=True)
+            print(f"[book] HTML build FAILED; the last lines of {_shown(log)}:\n{_tail(log)}", flush=True)
             raise subprocess.CalledProcessError(done.returncode, cmd)
         print(f"[book] {'html':<30} {'':<10} {time.perf_counter() - t0:7.1f}s", flush=True)
     print(f"[book] {'total':<30} {'':<10} {time.perf_counter() - began:7.1f}s", flush=True)
-    return ROOT / "_build" / "html" / "index.html"
+    return site / "_build" / "html" / "index.html"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def check(html_root: Path = ROOT / "_build" / "html", screenshots: Path = ROOT / "_build" / "screenshots") -> int:

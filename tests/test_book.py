@@ -35,14 +35,17 @@ def test_every_notebook_is_planned_paired_and_has_one_parameters_cell():
 @pytest.mark.timeout(1500)
 def test_smoke_book_builds_with_a_figure_and_a_table_per_notebook(tmp_path, monkeypatch):
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
-    index = book.build(smoke=True)
-    assert index.exists()
-    html = ROOT / "_build" / "html" / "book" / "executed"
+    site = tmp_path / "site"  # not the repository: the reader's built book is left as it is
+    built = {p: p.stat().st_mtime for p in (ROOT / "_build" / "html").rglob("*.html")}
+    index = book.build(smoke=True, site=site)
+    assert index == site / "_build" / "html" / "index.html" and index.exists()
+    assert built == {p: p.stat().st_mtime for p in (ROOT / "_build" / "html").rglob("*.html")}
+    html = site / "_build" / "html" / "book" / "executed"
     for name in NOTEBOOKS:
         page = (html / f"{name}.html").read_text()
         assert "<table" in page, name
         assert "<img" in page or 'class="relevance-text"' in page, name  # a figure, or token relevance as text
-    findings = browser.check_book(ROOT / "_build" / "html", ROOT / "_build" / "screenshots", verbose=False)
+    findings = browser.check_book(site / "_build" / "html", site / "_build" / "screenshots", verbose=False)
     assert len(findings) >= len(NOTEBOOKS)
     problems = {page: found for page, found in findings.items() if found}
     assert not problems, json.dumps(problems, indent=1)
