@@ -2,8 +2,8 @@
 
 ``python -m mrtpo.book build [--force] [--smoke]``; ``python -m mrtpo.book check`` opens the rendered pages in
 headless Chromium (:mod:`mrtpo.browser`). Executed notebooks go to ``book/executed/`` (git-ignored);
-the HTML to ``_build/html`` (of another folder for a build given ``site``: the test suite's smoke book, which so
-leaves the reader's built book alone). Notebooks reuse cached run folders unless ``--force`` (``make reproduce``).
+the HTML to ``_build/html``; ``build(site=...)`` builds in another folder instead (the test suite's smoke book, so
+that it leaves the reader's built book alone). Notebooks reuse cached run folders unless ``--force`` (``make reproduce``).
 """
 
 from __future__ import annotations
