@@ -15,12 +15,13 @@ import torch
 EPS = 1e-4
 #: the methods: advantage schemes (``mrtpo_advantages``) and OPSD; the token-level ones share MRTPO's machinery, the
 #: replaying ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo;
-#: ``entropy`` is the control arm whose weights come from the sampling policy's token entropy, without any replay)
-METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy", "opsd")
+#: ``entropy`` is the control arm whose weights come from the sampling policy's token entropy, without any replay;
+#: ``region`` the positive control whose weights come from the verifiers' read regions, ``placement``)
+METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy", "region", "opsd")
 #: methods whose loss is the OPSD distillation term alone (``mrtpo.distillation``); their advantages (GDPO's) are
 #: computed for the logs only
 DISTILLING = ("opsd",)
-TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform", "entropy")
+TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform", "entropy", "region")
 REPLAYING = ("mrtpo", "joint", "shuffled")
 
 
@@ -164,6 +165,29 @@ def entropy_weights(entropy: torch.Tensor, mask: torch.Tensor, beta: float) -> t
     return token_weights(entropy.unsqueeze(1), mask, beta)
 
 
+def placement(region: torch.Tensor, mask: torch.Tensor, q: torch.Tensor | None = None, blend: float = 1.0) -> torch.Tensor:
+    """Placement by the verifiers' read regions (issue 42), a profile of mean 1 on each response's valid tokens:
+
+        p_{k,t} = (1 - lambda) q_{k,t} / qbar_k + lambda m_{k,t} / mbar_k,    lambda = ``blend``
+
+    region (B, K, T): the indicator m_{k,t} of the tokens reward k's verifier reads (its check region on the
+    response, ``diagnostics.region_indicator``); q (B, K|1, T): MRTPO's relevance (not read at lambda = 1); mask (B, T).
+    Each profile is scaled to mean 1 by ``token_weights(x, mask, 1) = x / xbar``, which is exactly 1 on every valid
+    token where xbar = 0 (a reward without a region on this response; a pair that was not replayed). Hence
+    mean_t p = 1 and ``token_weights(p, mask, beta) = (1 - beta) + beta p``: MRTPO's weights with q replaced by p.
+
+    lambda = 1 is the ``region`` method: the positive control, placement by the verifier's own read spans (the
+    best placement available, and the extension MRTPO's critics propose: the checker's spans as weak supervision),
+    at no replay cost. A region that is empty or covers every valid token gives p = 1: uniform, GDPO's placement.
+    lambda in (0, 1) is the placement-quality dial at a fixed base, from MRTPO's relevance (lambda = 0, equal to
+    ``token_weights(q, mask, beta)`` up to rounding) to the region (lambda = 1, exactly the ``region`` weights).
+    """
+    p = token_weights(region, mask, 1.0)
+    if blend < 1:
+        p = blend * p + (1 - blend) * token_weights(q, mask, 1.0)
+    return p
+
+
 def uniform_weights(mask: torch.Tensor, num_rewards: int) -> torch.Tensor:
     """w = 1 on every valid token for every reward: MRTPO's machinery reduces to GDPO. (B, K, T)."""
     return mask.unsqueeze(1).expand(-1, num_rewards, -1).to(torch.float32).clone()
@@ -250,6 +274,8 @@ def mrtpo_advantages(
     mask: torch.Tensor | None = None,
     q: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    region: torch.Tensor | None = None,
+    region_blend: float = 0.0,
     beta: float = 0.0,
     bound: bool = True,
     generator: torch.Generator | None = None,
@@ -261,7 +287,10 @@ def mrtpo_advantages(
     weights (times ``saw_weights`` when ``saw``) (B,). Token-level schemes (B, T), from the local mask (B, T)
     and q (B, K|1, T): ``mrtpo``/``joint``: ``token_weights(q, mask, beta)``; ``shuffled``: those weights at
     random positions (``shuffle_positions`` with ``generator``); ``uniform``: w = 1; ``entropy``:
-    ``entropy_weights(entropy, mask, beta)`` from the local token entropy (B, T). Then
+    ``entropy_weights(entropy, mask, beta)`` from the local token entropy (B, T); ``region``:
+    ``token_weights(placement(region, mask), mask, beta)`` from the local check-region indicator (B, K, T); ``mrtpo``
+    with ``region_blend`` lambda > 0: ``token_weights(placement(region, mask, q, lambda), mask, beta)`` (at lambda = 0
+    the blend is skipped, so plain MRTPO is computed exactly as without it). Then
     ``token_advantages`` with GDPO's global batch statistics of S and the bound. Returns (advantages, stats
     of ``token_advantages``; empty for the response-level schemes).
     """
@@ -276,8 +305,10 @@ def mrtpo_advantages(
         w = uniform_weights(mask, rewards.shape[1])
     elif method == "entropy":
         w = entropy_weights(entropy, mask, beta)
+    elif method == "region":
+        w = token_weights(placement(region, mask), mask, beta)
     else:
-        w = token_weights(q, mask, beta)
+        w = token_weights(placement(region, mask, q, region_blend) if region_blend > 0 else q, mask, beta)
         if method == "shuffled":
             w = shuffle_positions(w, mask, generator)
     center, scale = batch_stats(summed_advantage(A_k))

@@ -1,6 +1,6 @@
-"""The paper's claims read from training curves and relevance profiles (convergence, response length, the
-tool-format rate, localisation), and the landing page's table of every headline claim against the runs
-(comparisons of arms on the held-out metric are ``mrtpo.evidence``; the statistics, ``mrtpo.stats``)."""
+"""The paper's claims read from training curves (convergence, response length, the tool-format rate); the landing
+page's table of every headline claim against the runs is ``mrtpo.headline`` (comparisons of arms on the held-out
+metric are ``mrtpo.evidence``; the statistics, ``mrtpo.stats``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .evidence import compare, finished, interval_text, paper_claim, seeds_text
-from .localisation import region_table, seeds_localisation
-from .report import PAPER_METHOD, answer_metric, estimate, first_step_reaching, metrics, number, paper
+from .evidence import interval_text, seeds_text
+from .report import PAPER_METHOD, estimate, first_step_reaching, number, paper
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -62,8 +61,8 @@ def tail_slope(curve: pd.Series, tail: float = 0.2) -> float:
 
 def _over_seeds(x) -> tuple[float, float, float, int]:
     """(mean, 95% interval over seeds, seeds) of per-seed values (each a paired difference already, so the interval
-    is ``stats.paired_difference``'s against zero: the bootstrap's and the t interval's hull); NaN values left out,
-    no interval below two seeds."""
+    is ``stats.paired_difference``'s against zero: the paired t interval); NaN values left out, no interval below
+    two seeds."""
     from . import stats
 
     x = np.asarray(x, dtype=float)
@@ -81,7 +80,7 @@ def convergence(m: pd.DataFrame, column: str, baseline: str = "gdpo", window: in
     of the raw per-step values over the last ``tail`` of the steps (:func:`tail_slope`, per 100 steps); and the
     first step where the smoothed curve reaches the baseline's final smoothed value *of the same seed*. The table,
     per method: seeds, final value, tail slope and first step (mean ± s.e. over seeds; seeds that never reach it
-    are counted). The verdicts: (1) whether the baseline has flattened — its mean tail slope with a 95% bootstrap
+    are counted). The verdicts: (1) whether the baseline has flattened — its mean tail slope with a 95% t
     interval over seeds (PAPER.md §6.6: a claim judged against a still-rising curve says little); (2) per other
     method, the share of the window it saves (``(last step − first step) / last step``; never reaching counts as
     saving nothing) with its interval over seeds, against the paper's (``results/paper/fig5_convergence.csv``:
@@ -142,7 +141,7 @@ def length_change(m: pd.DataFrame, column: str = "completions/mean_length", step
 
     Per (method, seed): the mean of ``column`` over the first ``k`` and the last ``k`` steps, ``k = min(steps,
     steps run // 2)`` (the two windows never overlap), and the relative change ``last / first − 1``. The table,
-    per method: seeds, first and last (mean ± s.e. over seeds), the relative change with its 95% bootstrap
+    per method: seeds, first and last (mean ± s.e. over seeds), the relative change with its 95% t
     interval over seeds. The verdicts: each arm without the ``control`` suffix against the paper's change
     (``stats.verdict``; inconclusive below two seeds); and each arm beside its fixed-length control (``gdpo`` and
     ``gdpo+constlen``, where both have runs): the control's change minus the arm's over the seeds both share
@@ -288,102 +287,3 @@ def format_claim(m: pd.DataFrame, column: str = FORMAT_REWARD, threshold: float 
             sentence += (f" {int(seeds['never'].sum())} of {len(seeds)} runs never reach {threshold:g}; they count as "
                          "reaching it one step after their last.")
     return table, verdicts, sentence
-
-
-# ----------------------------------------------------------------------------------------------------
-# the landing page: the paper's claims against the committed runs
-
-
-def verdicts(model: str = "tiny") -> pd.DataFrame:
-    """The paper's headline claims, each against this repository's finished runs of ``model`` (every seed present;
-    nothing is trained here): claim, source (the paper's table or figure), the paper's number, ours with its 95%
-    interval, the interval (``est``, ``lo``, ``hi``), the null value (no effect) and the paper's value on our
-    scale (``claimed``), the verdict (``stats.verdict``) and the book page (notebook name) that shows it."""
-    from . import stats
-
-    rows = []
-
-    def add(claim, source, paper_says, ours, est, lo, hi, null, claimed, judged=None):
-        name, page = source.split("|")
-        rows.append({"claim": claim, "source": name, "paper": paper_says, "ours": ours, "est": est, "lo": lo, "hi": hi,
-                     "null": null, "claimed": claimed, "verdict": judged or stats.verdict(lo, hi, claimed, null), "page": page})
-
-    def gap(task, better, worse, name, page, metric=None):
-        text, claimed = paper_claim(name, better, worse, metric)
-        a, b = finished(task, better, model), finished(task, worse, model)
-        if not a or not b:
-            return text, "no runs", math.nan, math.nan, math.nan, claimed
-        c = compare(a, b, answer_metric(task), claimed=claimed)
-        ours = (f"{interval_text(c['diff'], c['lo'], c['hi'])} over seed{'s' * (len(c['shared_seeds']) > 1)} "
-                f"{seeds_text(c['shared_seeds'])} ({c['resampled']}); {better} {estimate(c['a_mean'], c['a_se'])} "
-                f"({len(c['a_seeds'])} seeds), {worse} {estimate(c['b_mean'], c['b_se'])} ({len(c['b_seeds'])} seeds)")
-        return text, ours, c["diff"], c["lo"], c["hi"], claimed
-
-    for task, what, name, page, metric in (
-            ("sql", "text-to-SQL", "table1_text_to_sql", "Table 1", "six-benchmark avg execution accuracy"),
-            ("if", "instruction following", "table2_instruction_following", "Table 2", None),
-            ("tool", "tool calling", "table3_tool_calling", "Table 3", None)):
-        text, ours, est, lo, hi, claimed = gap(task, "mrtpo", "gdpo", name, page, metric)
-        add(f"MRTPO above GDPO ({what})", f"{page}|{name}", text, ours, est, lo, hi, 0.0, claimed)
-    runs = finished("tool", "mrtpo", model) + finished("tool", "gdpo", model)
-    fmt = format_claim(metrics(runs), pairs=[("mrtpo", "gdpo")])[1] if runs else pd.DataFrame()
-    for row, what in zip(fmt.to_dict("records"), ("MRTPO's format reward reaches 0.8 in fewer steps than GDPO's",
-                                                  "MRTPO's format rate after 10 steps above GDPO's")):
-        seeds = row["shared seeds"]
-        why = "" if row["testable"] else f"; untestable: {row['verdict'].split(', ')[-1]}"
-        add(f"{what} (tool calling)", "Fig. 5|table3_tool_calling",
-            row["paper"], f"{row['ours (95% interval)']} over seed{'s' * (',' in seeds)} {seeds}{why}", row["est"], row["lo"],
-            row["hi"], 0.0, row["claimed"], judged=None if row["testable"] else "inconclusive")
-    if fmt.empty:
-        add("MRTPO learns the tool-call format faster than GDPO (tool calling)", "Fig. 5|table3_tool_calling",
-            "steps to a format reward of 0.8; format rate after 10 steps", "no runs", math.nan, math.nan, math.nan, 0.0, None)
-    runs = [r for m in ("gdpo", "mrtpo") for r in finished("sql", m, model, LONG_STEPS)]
-    m = metrics(runs)
-    conv = convergence(m, training_reward_column(m, answer_metric("sql")))[1] if runs else pd.DataFrame(columns=["claim"])
-    row = conv[conv["claim"].str.startswith("mrtpo")]
-    if len(row):
-        row = row.iloc[0]
-        add(f"MRTPO reaches GDPO's final value earlier (text-to-SQL, {LONG_STEPS} steps; share of the window saved)",
-            "Fig. 5|fig5_convergence", row["paper"], f"{row['ours (95% interval)']} over {row['seeds']} seeds",
-            row["est"], row["lo"], row["hi"], 0.0, paper_convergence()[1], judged=row["verdict"])
-    else:
-        add(f"MRTPO reaches GDPO's final value earlier (text-to-SQL, {LONG_STEPS} steps)", "Fig. 5|fig5_convergence",
-            f"step {paper_convergence()[0]:g} of 100", "no runs", math.nan, math.nan, math.nan, 0.0, None)
-    text, ours, est, lo, hi, claimed = gap("sql", "mrtpo", "joint", "table5_ablation", "Table 5")
-    add("per-reward replay above joint replay (text-to-SQL)", "Table 5|table5_ablation", text, ours, est, lo, hi, 0.0, claimed)
-    text, ours, est, lo, hi, _ = gap("sql", "mrtpo", "entropy", "table5_ablation", "Table 5")
-    add("per-reward relevance above entropy weighting (text-to-SQL; not tested by the paper)", "issue 18|table5_ablation",
-        "not tested", ours, est, lo, hi, 0.0, None)
-
-    runs = finished("if", "mrtpo", model)
-    loc = seeds_localisation(runs)
-    t4 = paper("table4_localization").set_index("constraint_state")["ratio"]
-    groups = t4[t4.index.str.startswith("all ")]
-    if len(loc) > 1:
-        r = region_table(loc).iloc[0]
-        ratio, lo, hi = r["ratio"], r["lo"], r["hi"]
-        ours = (f"ratio {interval_text(ratio, lo, hi, 2, sign='')}: {100 * r['shift share']:.1f}% of the shift "
-                f"on {100 * r['token share']:.1f}% of the tokens ({len(loc)} profiles, seed{'s' * (len(runs) > 1)} "
-                f"{r['seeds']}; interval over profiles)")
-    else:
-        ratio = lo = hi = math.nan
-        ours = "no saved profiles"
-    add("each constraint's shift lands where its checker reads (instruction following)", "Table 4|table4_localization",
-        f"ratio {groups.min():g} to {groups.max():g} (all constraints); {t4['end phrase']:g} (end phrase)",
-        ours, ratio, lo, hi, 1.0, float(groups.min()))
-
-    runs = finished("sql", "mrtpo", model)
-    f6 = paper("fig6_concentration").set_index("task")
-    low, high = f6.at["text-to-SQL", "tokens_for_80pct_low"], f6.at["text-to-SQL", "tokens_for_80pct_high"]
-    conc = seeds_localisation(runs)["concentration80"].dropna().to_numpy() if runs else np.array([])
-    if len(conc) > 1:
-        m = float(conc.mean())
-        lo, hi = stats.bootstrap_interval(lambda i: conc[i].mean(), len(conc))
-        ours = (f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] of the tokens hold 80% of the shift (uniform: 80%; "
-                f"{len(conc)} profiles, interval over profiles)")
-    else:
-        m = lo = hi = math.nan
-        ours = "no saved profiles"
-    add("a reward's shift is concentrated on few tokens (text-to-SQL)", "Figure 6|fig6_concentration",
-        f"{low:g}–{high:g}% of the tokens hold 80% of the shift", ours, m, lo, hi, 0.8, (low + high) / 200)
-    return pd.DataFrame(rows)

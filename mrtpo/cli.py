@@ -149,14 +149,49 @@ def cmd_eval(args) -> None:
 def cmd_runs(args) -> None:
     import pandas as pd
 
-    from .results import runs_table
+    from .fingerprint import is_stale
+    from .results import run_folders, runs_table
 
+    if args.stale:  # one folder a line, nothing when every folder is the current code's
+        for folder in run_folders(args.task):
+            if is_stale(folder):
+                print(folder)
+        return
     table = runs_table(args.task)
     if table.empty:
         print("no finished runs (train one with `mrtpo train --task sql --method mrtpo`)")
         return
     with pd.option_context("display.max_colwidth", 120, "display.width", 200):
         print(table.to_string(index=False))
+
+
+def cmd_fingerprint(args) -> None:
+    import copy
+
+    from .advantages import METHODS
+    from .config import MODIFIERS
+    from .fingerprint import OPTIONS, PINNED_FILE, fingerprint, pinned, probe_names, run_probe, write_pinned
+    from .tasks import TASKS
+
+    tasks = [args.task] if args.task else list(TASKS)
+    if args.check or args.write:
+        probes = copy.deepcopy(pinned()["probes"]) if PINNED_FILE.exists() else {}
+        changed = []
+        for t in tasks:
+            for name in probe_names():
+                digest = run_probe(t, name)
+                if probes.get(t, {}).get(name) != digest:
+                    changed.append(f"{t} {name}")
+                probes.setdefault(t, {})[name] = digest
+        print("probes that differ from the pinned digests: " + (", ".join(changed) or "none"))
+        if args.write:
+            write_pinned(probes)
+        elif changed:
+            sys.exit(1)
+    print(f"results version {pinned()['results_version']}")
+    arms = list(METHODS) + [f"mrtpo+{m}" for m in list(MODIFIERS) + list(OPTIONS)]
+    for t in tasks:
+        print(t + ": " + ", ".join(f"{a} {fingerprint(t, a)}" for a in arms))
 
 
 def cmd_plan(args) -> None:
@@ -257,7 +292,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="table of finished run folders")
     p.add_argument("--task", default=None, help="only this task")
+    p.add_argument("--stale", action="store_true", help="only the folders written by code of another behaviour than "
+                   "the current (mrtpo.fingerprint), one path a line; prints nothing when every folder is current")
     p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("fingerprint", help="the behaviour fingerprints of the current code (pinned in "
+                       "mrtpo/fingerprints.json); --check recomputes them (minutes), --write pins new ones")
+    p.add_argument("--task", default=None, help="only this task")
+    p.add_argument("--check", action="store_true", help="recompute every probe and compare with the pinned digests")
+    p.add_argument("--write", action="store_true", help="recompute every probe and pin it (refused unless "
+                   "RESULTS_VERSION was bumped for a change of behaviour)")
+    p.set_defaults(func=cmd_fingerprint)
 
     p = sub.add_parser("plan", help="print the run plan (model, data, steps, batch, GPU memory) without loading weights")
     p.add_argument("--task", required=True)
@@ -291,12 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     from .config import BadRequest
+    from .fingerprint import StaleComparison
     from .manifest import ResultsNotWritable, RunFolderAltered
     from .models import ModelNotAvailable
 
     try:
         args.func(args)
-    except (BadRequest, ModelNotAvailable, ResultsNotWritable, RunFolderAltered) as exc:  # one clear message, no stack trace
+    except (BadRequest, ModelNotAvailable, ResultsNotWritable, RunFolderAltered, StaleComparison) as exc:  # one clear message, no stack trace
         sys.exit(f"mrtpo: error: {exc}")
 
 

@@ -33,13 +33,14 @@ MODIFIERS = {
 }
 #: RunConfig fields added after the first committed runs, with their defaults: at the default they are left out of
 #: a run's identity (``mrtpo.runs.identity``), so every folder committed before them keeps its content hash
-OPTIONAL_FIELDS = {"opsd": False, "constlen": False, "rewards": "default", "z_blocks": None, "dial": None}
+OPTIONAL_FIELDS = {"opsd": False, "constlen": False, "rewards": "default", "z_blocks": None, "dial": None,
+                   "region_blend": 0.0}
 #: MRTPOConfig fields the runner sets itself (not accepted as pass-through overrides)
 RUNNER_SET = ("output_dir", "advantage", "saw", "mrtpo_beta", "beta_warmup_steps", "beta", "learning_rate", "max_steps",
               "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
               "generation_batch_size", "num_generations", "max_completion_length", "temperature", "seed",
               "logging_steps", "save_strategy", "save_steps", "report_to", "use_cpu", "full_determinism",
-              "profile_samples", "opsd")
+              "profile_samples", "opsd", "region_blend")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class RunConfig:
     #: the testbed's dial: start from the dial base at this gated-noise rate (``tiny.dial_recipe``; measured settings
     #: ``tiny.DIAL_SETTINGS``) instead of the task's default tiny base (None); tiny sizes only
     dial: float | None = None
+    #: the placement dial of ``mrtpo`` (``MRTPOConfig.region_blend``): q replaced by (1 - lambda) q / qbar
+    #: + lambda m / mbar, m the verifier's read region (0: MRTPO; 1: the ``region`` method's weights)
+    region_blend: float = 0.0
     temperature: float = 1.0  # sampling temperature in training and in the temperature-1 evaluation
     train_size: int = 1024  # synthetic training prompts (tiny scale); 100 steps x 8 prompts is under one epoch
     data_seed: int = 0  # seed of the synthetic data (and of its sqlite databases): the base was warmed on it
@@ -115,12 +119,13 @@ def method_label(config: dict) -> str:
 
 
 def arm_label(config: dict) -> str:
-    """What tables and folder names call a run: ``method_label``, then ``-<set>_rewards`` for a reward set other
-    than the default and ``-custom_zk`` for a custom Z-block function (``mrtpo-sub_rewards``). The base a run
-    starts from (``model``, ``dial``) is not part of its arm."""
+    """What tables and folder names call a run: ``method_label``, then ``-blend<lambda>`` for a placement dial
+    setting (``mrtpo-blend0.5``), ``-<set>_rewards`` for a reward set other than the default and ``-custom_zk`` for a
+    custom Z-block function (``mrtpo-sub_rewards``). The base a run starts from (``model``, ``dial``) is not part of
+    its arm."""
     rewards = config.get("rewards", "default")
-    return (method_label(config) + (f"-{rewards}_rewards" if rewards != "default" else "")
-            + ("-custom_zk" if config.get("z_blocks") else ""))
+    return (method_label(config) + (f"-blend{config['region_blend']:g}" if config.get("region_blend") else "")
+            + (f"-{rewards}_rewards" if rewards != "default" else "") + ("-custom_zk" if config.get("z_blocks") else ""))
 
 
 def z_blocks_key(func) -> str:
@@ -177,7 +182,9 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
 
     ``method`` may carry modifiers (``MODIFIERS``: ``+saw``, ``+opsd``, ``+constlen``); ``rewards`` names one of the
     task's reward sets; ``z_blocks`` is a custom Z-block function (its source enters the key); ``dial`` a setting of
-    the testbed's dial (a tiny size's dial base, ``tiny.dial_recipe``). Keys that are neither RunConfig fields nor MRTPOConfig fields are rejected.
+    the testbed's dial (a tiny size's dial base, ``tiny.dial_recipe``); ``region_blend`` mrtpo's placement dial (from
+    its relevance, 0, to the check region, 1: ``MRTPOConfig.region_blend``). Keys that are neither RunConfig fields
+    nor MRTPOConfig fields are rejected.
     ``model`` is a registry name or a local folder of weights. For a paper checkpoint whose weights are absent,
     the registry's ``ModelNotAvailable`` is raised here (before any data is built).
     """
@@ -220,6 +227,10 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
         values["z_blocks"] = z_blocks_key(values["z_blocks"])
     if values.get("dial") is not None:
         values["dial"] = dial_setting(values["dial"], model)
+    try:  # a float: 1 (from JSON) and 1.0 are one setting, one hash
+        values["region_blend"] = float(values.get("region_blend", 0.0))
+    except (TypeError, ValueError):
+        _fail("region_blend", values["region_blend"], "a number in [0, 1]")
     cfg = RunConfig(task=task, method=base, model=model, seed=int(seed), trainer_args=passthrough, **values)
     if cfg.constlen and "loss_type" in cfg.trainer_args:
         _fail("loss_type", cfg.trainer_args["loss_type"], "unset with +constlen (it sets loss_type='dr_grpo')")
@@ -228,6 +239,9 @@ def resolve(task: str, method: str, model: str = "tiny", seed: int = 0, steps: i
         _fail("rewards", cfg.rewards, ", ".join(reward_sets))
     if not 0.0 <= cfg.mrtpo_beta <= 1.0:
         _fail("mrtpo_beta", cfg.mrtpo_beta, "a number in [0, 1]")
+    if not (0.0 <= cfg.region_blend <= 1.0 and (cfg.region_blend == 0 or cfg.method == "mrtpo")):
+        _fail("region_blend", cfg.region_blend, "a number in [0, 1], and 0 unless method is mrtpo (the dial from "
+              "MRTPO's relevance, 0, to the check region, 1; the region's own arm is method region)")
     if cfg.num_generations < 2:
         _fail("num_generations", cfg.num_generations, "an integer >= 2 (a group needs a spread)")
     if cfg.steps <= 0:

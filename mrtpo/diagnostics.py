@@ -2,16 +2,18 @@
 
 * ``js_profile``: replay one response under two prompts (with and without Z_k) and return
   ``q_t = sqrt(JS(p_t^with || p_t^without) / ln 2)`` per response token (the trainer's replay, ``mrtpo.replay``).
-* ``token_char_spans``: character span of each response token in the decoded text.
+* ``token_char_spans``: character span of each response token in the decoded text; ``in_region`` and
+  ``region_indicator``: which tokens a verifier's check region covers (the one char -> token mapping).
 * ``concentration``: fraction of tokens holding ``share`` (0.8) of the total shift (uniform q: 0.8).
 * ``sample``: completions from a policy at a temperature (what RL samples), token ids and text.
 * ``profile_example``: one sampled response's q per reward with the trainer's replay (``mrtpo.replay``).
 * ``localisation``: where each reward's shift lands in saved profiles, one row per (profile, reward) with the
   sums ``shift_inside``, ``shift_total``, ``tokens_inside``, ``tokens_total``;
 * ``pooled_shares`` and ``check_region_ratio``: the region's share of the shift and of the tokens, and the
-  check-region ratio, of a set of responses (PAPER.md §7) — the one definition every page, benchmark and
-  ``mrtpo diagnose`` uses; ``outside_ratio``, the same ratio outside the region; ``region_ratios_se``, the
-  standard errors of both (a bootstrap over prompts).
+  check-region ratio, of a set of responses (PAPER.md §7) — the one definition every page, benchmark,
+  ``mrtpo diagnose`` and the trainer's region log uses (``region_sums``: its sums from profile tensors);
+  ``outside_ratio``, the same ratio outside the region; ``region_ratios_se``, the standard errors of both (a
+  bootstrap over prompts).
 * ``localisation_note`` / ``read_localisation_notes``: the one text format of a localisation row's notes in
   ``results/tiny_models.csv`` (the region's shares and the concentration), written by
   ``benchmarks/tiny_models.py`` and read back by ``mrtpo.dose_response``.
@@ -34,8 +36,8 @@ from .replay import replay_hidden
 from .stats import cluster_bootstrap_se
 from .tokenizer import token_char_spans
 
-__all__ = ["js_profile", "token_char_spans", "in_region", "concentration", "sample", "prompt_ids", "localisation",
-           "pooled_shares", "check_region_ratio", "outside_ratio", "region_ratios_se", "profile_example",
+__all__ = ["js_profile", "token_char_spans", "in_region", "region_indicator", "region_sums", "concentration", "sample",
+           "prompt_ids", "localisation", "pooled_shares", "check_region_ratio", "outside_ratio", "region_ratios_se", "profile_example",
            "profile_tokens", "record_entropies"]
 
 
@@ -62,6 +64,36 @@ def js_profile(model, tokenizer, prompt_with, prompt_without, response_ids: list
 def in_region(token_spans: list[tuple[int, int]], region_spans: list[tuple[int, int]]) -> list[bool]:
     """Whether each token overlaps a region span ``[start, end)`` (empty tokens are never inside)."""
     return [e > s and any(s < re_ and e > rs for rs, re_ in region_spans) for s, e in token_spans]
+
+
+def region_indicator(tokenizer, completion_ids: list, regions: list[dict], names: list[str], T: int) -> torch.Tensor:
+    """(B, K, T) float indicator m: ``m[j, k, t] = 1`` where token t of response j overlaps a span of
+    ``regions[j][names[k]]`` (char spans of the decoded response, as ``Task.check_regions`` gives them), mapped as
+    :func:`localisation` maps them (:func:`in_region` on :func:`token_char_spans`); 0 for a reward without a region
+    and past a response's tokens. A region holding every token that has characters holds the tokens without any
+    (eos, other special tokens) too: it is the whole response. ``completion_ids``: token ids per response, unpadded.
+    What the ``region`` method and the placement dial place by (``advantages.placement``)."""
+    m = torch.zeros(len(completion_ids), len(names), T)
+    for j, (ids, spans) in enumerate(zip(completion_ids, regions)):
+        if any(spans.get(name) for name in names):  # decoding every prefix costs O(T^2): only where a region exists
+            chars = token_char_spans(tokenizer, list(ids)[:T])
+            for k, name in enumerate(names):
+                inside = in_region(chars, spans.get(name) or [])
+                # a whole-response region must give uniform weights, not move weight off the eos token it cannot hold
+                whole = any(inside) and all(a or e <= s for a, (s, e) in zip(inside, chars))
+                m[j, k, : len(chars)] = 1.0 if whole else torch.tensor(inside, dtype=torch.float32)
+    return m
+
+
+def region_sums(profile: torch.Tensor, region: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The sums :func:`pooled_shares` and :func:`check_region_ratio` read, per (response, reward), of a profile p
+    (B, K, T) against the check-region indicator m (B, K, T) (:func:`region_indicator`) on the valid tokens (mask
+    (B, T)): ``shift_inside = sum_t p m``, ``shift_total = sum_t p``, ``tokens_inside = sum_t m``, ``tokens_total``
+    the valid tokens; each (B, K). Pure."""
+    valid = mask.unsqueeze(1).to(profile.dtype)
+    inside = region.to(profile.dtype) * valid
+    return {"shift_inside": (profile * inside).sum(-1), "shift_total": (profile * valid).sum(-1),
+            "tokens_inside": inside.sum(-1), "tokens_total": valid.sum(-1).expand(-1, region.shape[1])}
 
 
 def pooled_shares(responses) -> tuple[float, float]:
@@ -141,7 +173,8 @@ def read_localisation_notes(notes: "pd.Series") -> "pd.DataFrame":
 def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     """Where each reward's shift lands, one row per (saved profile, reward with a check region).
 
-    Columns: ``step``, ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value``
+    Columns: ``profile`` (the profile's index in ``profiles``: a profile has a row per reward), ``step``,
+    ``reward``, ``label`` (``task.reward_label``, e.g. the constraint type), ``reward_value``
     (1 satisfied / 0 violated for binary verifiers), ``shift_inside`` (sum of q over the tokens of the region the
     verifier reads), ``shift_total`` (sum of q), ``tokens_inside``, ``tokens_total`` (the set's shares and check-region ratio:
     :func:`pooled_shares`, :func:`check_region_ratio`), ``concentration80``, ``think_shift`` (sum of q inside
@@ -156,7 +189,7 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
     from .tasks.base import completion_text
 
     rows = []
-    for p in profiles:
+    for i, p in enumerate(profiles):
         text = completion_text(p["completion"])
         spans = token_char_spans(tokenizer, p["completion_ids"])
         regions = task.check_regions(text, p["example"])
@@ -170,7 +203,7 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
             think = torch.tensor(in_region(spans, regions.get("think", [])), dtype=torch.bool)
             label = task.reward_label(name, p["example"])
             rows.append({
-                "step": p["step"], "reward": name, "label": label, "reward_value": p["rewards"].get(name),
+                "profile": i, "step": p["step"], "reward": name, "label": label, "reward_value": p["rewards"].get(name),
                 "shift_inside": float(qt[inside].sum()), "shift_total": float(qt.sum()), "tokens_inside": int(inside.sum()),
                 "tokens_total": len(q), "concentration80": concentration(q), "think_shift": float(qt[think].sum()),
                 "cross_reward_corr": nan_median(torch.tensor([float(profile_correlation(profiled[name], other, ones))
@@ -179,7 +212,7 @@ def localisation(profiles: list[dict], task, tokenizer) -> "pd.DataFrame":
                 "entropy_corr": float(profile_correlation(profiled[name], torch.tensor(p["entropy"]), ones))
                 if "entropy" in p else math.nan,
             })
-    columns = ["step", "reward", "label", "reward_value", "shift_inside", "shift_total", "tokens_inside", "tokens_total",
+    columns = ["profile", "step", "reward", "label", "reward_value", "shift_inside", "shift_total", "tokens_inside", "tokens_total",
                "concentration80", "think_shift", "cross_reward_corr", "entropy_corr"]
     return pd.DataFrame(rows, columns=columns)
 

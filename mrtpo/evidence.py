@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import runs as runner
-from .report import (PAPER_METHOD, answer_metric, beside_paper, components, estimate, evaluations, grid, metrics, number,
+from .report import (PAPER_METHOD, answer_metric, beside_paper, components, evaluations, grid, metrics, number,
                      paper, summary)
 from .results import Run, run_folders
 
@@ -74,31 +74,36 @@ def prompt_values(run: Run, metric: str, benchmark: str = "synthetic_test", deco
 
 
 def run_eval_se(run: Run, metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> tuple[float, str]:
-    """(evaluation s.e. of one run's ``metric``, how it was measured): from its evaluation prompts
-    (``stats.evaluation_se``, a bootstrap over prompts) when the folder has them; otherwise the binomial s.e. over
-    prompts x samples (``stats.binomial_se``), a lower bound since samples of one prompt are correlated."""
+    """(evaluation s.e. of one run's ``metric``, how it was measured): the sampling of responses within the
+    evaluation's prompts, the only evaluation noise that differs between runs scored on the same prompts. From its
+    per-prompt values when the folder has them (``stats.within_prompt_se``, "within prompts"); otherwise the
+    binomial s.e. over prompts x samples (``stats.binomial_se``, "binomial, upper bound": it adds the spread of the
+    prompts' rates, which all runs share). Greedy decoding samples nothing: 0."""
     from . import stats
 
+    cfg = run.settings
+    samples = cfg["eval_samples"] if decoding == "temp1" else 1
     x = prompt_values(run, metric, benchmark, decoding)
     if x is not None:
-        return stats.evaluation_se(x), "prompts"
-    cfg = run.settings
+        return stats.within_prompt_se(x, samples), "within prompts"
+    if samples == 1:
+        return 0.0, "within prompts"
     value = seed_values([run], metric, benchmark, decoding)[cfg["seed"]]
-    draws = (cfg["eval_samples"] if decoding == "temp1" else 1) * int(run.eval[benchmark]["n_prompts"])
-    return stats.binomial_se(value, draws), "binomial"
+    return stats.binomial_se(value, samples * int(run.eval[benchmark]["n_prompts"])), "binomial, upper bound"
 
 
 def compare(a: list[Run], b: list[Run], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1",
             claimed: float | None = None, replicates: bool = False) -> dict:
     """Arm A against arm B on ``metric``: each arm's mean ± s.e. over its seeds, and A − B over the seeds both
-    share with its 95% paired interval (``stats.paired_difference``: a bootstrap over seeds and evaluation prompts
-    when every shared run has per-prompt evaluation on the same prompts, over seeds only otherwise, widened to the
-    paired t interval over seeds where that is wider) and the
-    verdict against the ``claimed`` difference (``stats.verdict``; "inconclusive" with one shared seed, whose
-    interval, if any, holds no seed-to-seed noise). ``replicates``: also the bootstrap's replicates of A − B
-    (``stats.paired_difference``)."""
+    share with its 95% paired t interval over those seeds, the sd of the per-seed differences and the paired t-test's
+    p (``stats.paired_difference``; per-prompt values where every shared run has them on the same prompts) and the
+    verdict at 0.05 alone, outside any family (``verdict_table`` corrects for the book's), against the ``claimed``
+    difference (``stats.verdict``; "inconclusive" with one shared seed, whose interval, if any, holds no
+    seed-to-seed noise). ``replicates``: also bootstrap replicates of A − B (``stats.paired_difference``)."""
     from . import stats
+    from .fingerprint import check_current
 
+    check_current(a + b)  # never pair a run of another code behaviour: StaleComparison names it
     va, vb = seed_values(a, metric, benchmark, decoding), seed_values(b, metric, benchmark, decoding)
     shared = sorted(set(va) & set(vb))
     ra = {r.seed: r for r in a}
@@ -163,32 +168,57 @@ def paper_claim(name: str, better: str, worse: str, metric: str | None = None) -
 
 
 def verdict_table(arms: dict[str, list[Run]], pairs, metric: str, paper_name: str | None = None,
-                  paper_metric: str | None = None, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
+                  paper_metric: str | None = None, benchmark: str = "synthetic_test", decoding: str = "temp1",
+                  adjusted: pd.DataFrame | None = None) -> pd.DataFrame:
     """The page's opening table: per pair (A, B) of ``pairs`` whose arms both have runs, the paper's A − B
-    (``paper_claim`` of ``results/paper/<paper_name>.csv``), ours A − B with its 95% interval over the shared seeds,
-    those seeds, what the interval resamples, and the verdict (:func:`compare`: a gap only when the interval
-    excludes 0; "not reproduced" when it holds 0 and excludes the paper's size; "inconclusive" otherwise and with
-    one shared seed)."""
+    (``paper_claim`` of ``results/paper/<paper_name>.csv``), ours A − B with its 95% paired t interval over the
+    shared seeds (:func:`compare`), those seeds, the paired t-test's raw p, its p adjusted over the book's family of
+    comparisons (``adjusted``: ``multiplicity.adjusted``, indexed by "A − B" with "p (Holm)" and "detectable in the
+    family"; NaN where not given) and the verdict (``stats.verdict``): a gap only when the interval excludes 0 and
+    the adjusted p is below 0.05; "not reproduced" when the interval excludes the paper's size; otherwise
+    "inconclusive: not distinguishable at this power" with the difference detectable with 80% power at those seeds
+    (in the family where it is given, at 0.05 alone otherwise; ``significance.not_distinguishable``);
+    "inconclusive" with one shared seed."""
+    from . import significance, stats
+
     rows = []
     for a, b in pairs:
         if not arms.get(a) or not arms.get(b):
             continue
+        name = f"{a} − {b}"
         text, claimed = paper_claim(paper_name, a, b, paper_metric) if paper_name else ("—", None)
         c = compare(arms[a], arms[b], metric, benchmark, decoding, claimed)
-        rows.append({"comparison": f"{a} − {b}", "paper": text, "ours (95% interval)": interval_text(c["diff"], c["lo"], c["hi"]),
-                     "shared seeds": seeds_text(c["shared_seeds"]), "interval over": c["resampled"], "verdict": c["verdict"],
+        held = adjusted is not None and name in adjusted.index
+        p_adjusted = adjusted.at[name, "p (Holm)"] if held else math.nan
+        judged = "inconclusive"
+        if len(c["shared_seeds"]) >= 2:
+            judged = stats.verdict(c["lo"], c["hi"], claimed, p_adjusted=p_adjusted if adjusted is not None else None)
+            if judged == "inconclusive":
+                detectable = (adjusted.at[name, "detectable in the family"] if held else
+                              significance.detectable_difference(c["sd"], len(c["shared_seeds"])))
+                judged += ": " + significance.not_distinguishable(detectable)
+        rows.append({"comparison": name, "paper": text, "ours (95% interval)": interval_text(c["diff"], c["lo"], c["hi"]),
+                     "shared seeds": seeds_text(c["shared_seeds"]), "interval over": c["resampled"],
+                     "p (paired t)": c["p"], "p (Holm)": p_adjusted, "verdict": judged,
                      "diff": c["diff"], "lo": c["lo"], "hi": c["hi"]})
     return pd.DataFrame(rows, columns=["comparison", "paper", "ours (95% interval)", "shared seeds", "interval over",
-                                       "verdict", "diff", "lo", "hi"])
+                                       "p (paired t)", "p (Holm)", "verdict", "diff", "lo", "hi"])
 
 
 def verdict_sentence(table: pd.DataFrame) -> str:
-    """One sentence from a :func:`verdict_table`: which comparisons show a gap (interval excluding 0) and which not."""
+    """One sentence from a :func:`verdict_table`: which comparisons show a gap (interval excluding 0 and, where the
+    table has them, Holm-adjusted p below 0.05 over the book's family) and which not."""
     if table.empty:
         return "No comparison has runs of both arms."
     gaps = table[table["verdict"].isin(["reproduced", "weaker than claimed", "contradicted"])]
-    parts = [f"{len(gaps)} of {len(table)} comparisons show a gap (95% interval excluding 0)"
+    rule = ("95% interval excluding 0 and Holm-adjusted p below 0.05 over the book's family"
+            if table["p (Holm)"].notna().any() else "95% interval excluding 0")
+    parts = [f"{len(gaps)} of {len(table)} comparisons show a gap ({rule})"
              + (": " + "; ".join(f"{r.comparison} {r.diff:+.3f} ({r.verdict})" for r in gaps.itertuples()) if len(gaps) else "")]
+    raw = table[(table["p (paired t)"] < 0.05) & ~table.index.isin(gaps.index)]
+    if len(raw):
+        parts.append(f"{len(raw)} more have a raw p below 0.05 that the family's correction does not keep "
+                     f"({', '.join(raw['comparison'])})")
     one = table[table["interval over"].str.startswith(("none", "prompts only"))]
     if len(one):
         parts.append(f"{len(one)} rest on one shared seed ({', '.join(one['comparison'])}), so their interval, if any, "
@@ -324,49 +354,3 @@ def main_table(task: str, model: str, seeds, steps=None, force: bool = False, me
     fig = plots.method_bars(sel, "method", "value", ylabel=f"held-out {metric} (temperature 1)", title=title)
     plots.save(fig, f"main_table_{task}_{model}" + ("" if dial is None else f"_dial{dial:g}"))
     return table, evals, fig, arms
-
-
-# ----------------------------------------------------------------------------------------------------
-# the beta sweep (Tables 6-7)
-
-
-def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False
-              ) -> dict[str, list[Run]]:
-    """MRTPO's runs at each beta (:func:`arm_runs`), keyed ``"beta 0.5"``."""
-    return arm_runs(task, [f"beta {b:g}" for b in betas], model, seeds, steps, force)
-
-
-def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(table, verdicts) of a beta sweep (:func:`beta_arms`). The table, per beta: the seeds, ``metric``'s name and
-    its held-out value (mean ± s.e. over seeds), and after the warm-up the mean realised bound s, the share of steps
-    where it is active (s < 1) and s × beta (``report.delivered_reallocation``). The verdicts: each beta against the
-    next smaller one (:func:`verdict_table`) and the algebra's prediction (PAPER.md §6.2): where the bound is active on
-    at least ``bound`` of the steps at both betas, s × beta is the same and the two deliver the same advantages, so
-    their difference should be 0 — "agrees" when the interval holds 0, "disagrees" when it excludes it, "cannot
-    tell" with one shared seed."""
-    from . import stats
-    from .report import delivered_reallocation
-
-    arms = {name: runs for name, runs in arms.items() if runs}
-    rows = []
-    for name, runs in arms.items():
-        values = seed_values(runs, metric)
-        mean, se, _ = stats.mean_se(list(values.values()))
-        s = delivered_reallocation(metrics(runs))  # empty when no step got past the warm-up
-        s = s.iloc[0] if len(s) else pd.Series(math.nan, index=["s_mean", "frac_steps_bound_active", "s_times_beta"])
-        rows.append({"beta": float(name.split()[-1]), "seeds": seeds_text(sorted(values)), "metric": metric,
-                     "held-out (± s.e.)": estimate(mean, se), "mean s": s["s_mean"],
-                     "steps with the bound active": s["frac_steps_bound_active"], "s × beta": s["s_times_beta"]})
-    # the metric is a column of its own, so that sweeps of tasks with different answer metrics stack into one table
-    table = pd.DataFrame(rows, columns=["beta", "seeds", "metric", "held-out (± s.e.)", "mean s",
-                                        "steps with the bound active", "s × beta"])
-    names = list(arms)
-    verdicts = verdict_table(arms, list(zip(names[1:], names[:-1])), metric)
-    active = dict(zip(names, table["steps with the bound active"]))
-    plateau = [all(active[n] >= bound for n in c.split(" − ")) for c in verdicts["comparison"]]
-    verdicts["bound active at both"] = ["yes" if p else "no" for p in plateau]
-    verdicts["the algebra's prediction"] = [
-        "—" if not p else "cannot tell" if r.startswith(("none", "prompts only")) else
-        "agrees (interval holds 0)" if lo <= 0 <= hi else "disagrees (interval excludes 0)"
-        for p, r, lo, hi in zip(plateau, verdicts["interval over"], verdicts["lo"], verdicts["hi"])]
-    return table, verdicts

@@ -1,5 +1,5 @@
 """Localisation claims (Table 4, Fig. 6): the check-region ratio of PAPER.md §7 per constraint type and state,
-with a bootstrap interval over the saved relevance profiles, and Table 4's rows as verdicts."""
+with a bootstrap interval over the seeds (clusters of saved relevance profiles), and Table 4's rows as verdicts."""
 
 from __future__ import annotations
 
@@ -18,12 +18,32 @@ def seeds_localisation(runs: list[Run]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["seed"])
 
 
+def _interval_clusters(g: pd.DataFrame) -> tuple[pd.Series, str]:
+    """(the cluster of each row for a bootstrap interval, what the interval covers): the seeds where the rows hold
+    two or more (a seed's profiles share its run, so the seed-to-seed spread is only in a bootstrap over seeds);
+    otherwise the profiles (a profile's rows, one per reward, share its response)."""
+    if "seed" in g and g["seed"].nunique() >= 2:
+        return g["seed"], "seeds"
+    if "profile" in g:
+        return g["profile"], "profiles of one seed"
+    return pd.Series(range(len(g)), index=g.index), "rows of one seed"
+
+
+def profile_count(g: pd.DataFrame) -> int:
+    """The profiles a localisation frame's rows come from (a profile has a row per reward): distinct (seed,
+    profile) where the frame has those columns, otherwise its rows."""
+    keys = [c for c in ("seed", "profile") if c in g]
+    return len(g.drop_duplicates(keys)) if "profile" in g else len(g)
+
+
 def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
     """Where the shift lands, per group of the ``by`` columns of a localisation frame (one row for all of it when
-    ``by`` is empty): profiles, seeds, the region's share of the shift and of the tokens pooled over the group's
-    responses (``diagnostics.pooled_shares``), the check-region ratio (``diagnostics.check_region_ratio``,
-    PAPER.md §7) with its ``level`` percentile interval from a bootstrap over the group's profiles (seeds pooled;
-    ``stats.bootstrap_interval``), and the mean concentration (share of tokens holding 80% of the shift)."""
+    ``by`` is empty): profiles (:func:`profile_count`), seeds, the region's share of the shift and of the tokens
+    pooled over the group's responses (``diagnostics.pooled_shares``), the check-region ratio
+    (``diagnostics.check_region_ratio``, PAPER.md §7) with its ``level`` percentile interval from a bootstrap over
+    clusters of the group's rows (``stats.cluster_bootstrap_interval``: over seeds where the group has two or more,
+    otherwise over profiles; "interval over" says which), and the mean concentration (share of tokens holding 80%
+    of the shift)."""
     from . import stats
     from .diagnostics import check_region_ratio, pooled_shares
 
@@ -32,15 +52,16 @@ def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
     for key, g in (loc.groupby(list(by), sort=True) if len(by) else [((), loc)]):
         arrays = {c: g[c].to_numpy(float) for c in columns}
         shift, tokens = pooled_shares(arrays)
-        lo, hi = stats.bootstrap_interval(lambda i: check_region_ratio({c: a[i] for c, a in arrays.items()}), len(g),
-                                          level=level)
+        clusters, over = _interval_clusters(g)
+        lo, hi = stats.cluster_bootstrap_interval(lambda i: check_region_ratio({c: a[i] for c, a in arrays.items()}),
+                                                  clusters.to_numpy(), level=level)
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), "profiles": len(g),
+        rows.append({**dict(zip(by, key)), "profiles": profile_count(g),
                      "seeds": seeds_text(sorted(g["seed"].unique())) if "seed" in g else "—",
                      "shift share": shift, "token share": tokens, "ratio": check_region_ratio(arrays), "lo": lo, "hi": hi,
-                     "concentration80": float(g["concentration80"].mean()) if len(g) else math.nan})
+                     "interval over": over, "concentration80": float(g["concentration80"].mean()) if len(g) else math.nan})
     return pd.DataFrame(rows, columns=[*by, "profiles", "seeds", "shift share", "token share", "ratio", "lo", "hi",
-                                       "concentration80"])
+                                       "interval over", "concentration80"])
 
 
 #: a region holding more than this share of the tokens cannot show localisation by its ratio (which cannot
@@ -48,11 +69,20 @@ def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
 SMALL_REGION = 0.5
 
 
-def small_region_ratio(ratios: pd.Series, token_shares: pd.Series, names: pd.Series) -> tuple[float, str]:
-    """(mean check-region ratio over the rewards whose region holds at most :data:`SMALL_REGION` of the tokens,
-    those rewards' names joined by ", "); NaN and "" when no region is that small."""
-    small = (token_shares <= SMALL_REGION).to_numpy()
-    return (float(ratios[small].mean()) if small.any() else math.nan), ", ".join(map(str, names[small]))
+def small_region_ratio(loc: pd.DataFrame, by: str = "label") -> tuple[float, str]:
+    """(the check-region ratio pooled over the rows of every ``by`` group whose region holds at most
+    :data:`SMALL_REGION` of the tokens, those groups' names joined by ", "); NaN and "" when no region is that
+    small. ``loc``: a localisation frame (``shift_inside``, ``shift_total``, ``tokens_inside``, ``tokens_total`` per
+    row, e.g. per (profile, reward)). A group's token share is pooled over its rows, and the ratio is
+    ``diagnostics.check_region_ratio`` of the small groups' rows together, the ratio of pooled shares of PAPER.md
+    §7 — not the mean of the groups' ratios, in which the smallest regions weigh as much as the rest."""
+    from .diagnostics import check_region_ratio
+
+    totals = loc.groupby(by, sort=True)[["tokens_inside", "tokens_total"]].sum()
+    small = totals.index[totals["tokens_inside"] <= SMALL_REGION * totals["tokens_total"]]
+    if not len(small):
+        return math.nan, ""
+    return check_region_ratio(loc[loc[by].isin(small)]), ", ".join(map(str, small))
 
 
 #: a binary verifier's reward -> the constraint state of Table 4
@@ -65,7 +95,7 @@ def localisation_verdicts(loc: pd.DataFrame, level: float = 0.95) -> pd.DataFram
     """Table 4's claims against a localisation frame with a ``state`` column (:data:`STATES`): per row of
     ``results/paper/table4_localization.csv`` — "all satisfied" / "all violated" (every constraint type in that
     state) and the rows named by one constraint type (:data:`TABLE4_TYPES`, both states) — the paper's ratios, ours
-    with its interval (:func:`region_table`), the profiles and seeds, and the verdict against no localisation
+    with its interval (:func:`region_table`: over seeds where there are two), the profiles and seeds, and the verdict against no localisation
     (ratio 1; ``stats.verdict`` with the paper's median ratio as the claim). A paper row whose ratio is 1 (the
     region is the whole response) claims nothing: its verdict is "—"."""
     from . import stats
@@ -82,7 +112,8 @@ def localisation_verdicts(loc: pd.DataFrame, level: float = 0.95) -> pd.DataFram
                          for ratio, m in zip(g["ratio"], g["model"]))
         ratio, lo, hi = (r["ratio"], r["lo"], r["hi"]) if r is not None else (math.nan,) * 3
         rows.append({"claim": name, "paper ratio": text, "ours (95% interval)": interval_text(ratio, lo, hi, 2, sign=""),
-                     "profiles": len(sel), "seeds": r["seeds"] if r is not None else "none",
+                     "profiles": profile_count(sel), "seeds": r["seeds"] if r is not None else "none",
+                     "interval over": r["interval over"] if r is not None else "—",
                      "verdict": stats.verdict(lo, hi, claimed, 1.0) if claimed > 1 else "—",
                      "ratio": ratio, "lo": lo, "hi": hi})
     return pd.DataFrame(rows)

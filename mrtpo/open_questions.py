@@ -1,7 +1,7 @@
 """The open questions of PAPER.md §6 that no single result page answers, each a table and a sentence computed from
 finished run folders (nothing is trained here): where each task's shift lands (§6.1), the gain set beside the
 localisation across tasks (§6.4), a comparison per task (§6.7: OPSD against GRPO), and the sign flips an average
-can hide (§6.8). The other questions reuse the pages' own analyses (``evidence.beta_table``, ``evidence.cost_gain``,
+can hide (§6.8). The other questions reuse the pages' own analyses (``beta_sweep.beta_table``, ``evidence.cost_gain``,
 ``report.replay_rates``, ``claims.convergence``)."""
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from .results import Run
 
 def where_shift_lands(runs: list[Run]) -> pd.DataFrame:
     """Per reward label of these runs' saved profiles (every seed pooled): :func:`localisation.region_table` (the
-    region's share of the shift and of the tokens, the check-region ratio with its interval, concentration) plus
+    region's share of the shift and of the tokens, the check-region ratio with its interval over seeds,
+    concentration) plus
     the share of the shift inside the ``<think>`` reasoning (pooled: sum of ``think_shift`` / sum of
     ``shift_total``). Empty without profiles."""
     loc = seeds_localisation(runs)
     if not len(loc):
         return pd.DataFrame(columns=["label", "profiles", "seeds", "shift share", "token share", "ratio", "lo", "hi",
-                                     "concentration80", "reasoning share"])
+                                     "interval over", "concentration80", "reasoning share"])
     table = region_table(loc, ["label"])
     think = loc.groupby("label")[["think_shift", "shift_total"]].sum()
     return table.assign(**{"reasoning share": table["label"].map(think["think_shift"] / think["shift_total"])})
@@ -64,39 +65,40 @@ def task_comparison(arms: dict[str, dict[str, list[Run]]], better: str, worse: s
 def gain_beside_localisation(arms: dict[str, dict[str, list[Run]]], treated: str = "mrtpo", control: str = "gdpo"
                              ) -> pd.DataFrame:
     """§6.4 across tasks: per task, ``treated − control`` (:func:`task_comparison`) beside the localisation of the
-    treated arm's saved profiles: the check-region ratio averaged over the rewards whose region holds at most half
+    treated arm's saved profiles: the check-region ratio pooled over the rewards whose region holds at most half
     the tokens (:func:`localisation.small_region_ratio`, as the dose-response page) and the concentration
-    (``0.8 / concentration80``, Fig. 6's "x")."""
+    (``0.8 / concentration80``, Fig. 6's "x", concentration80 the mean over reward labels of their mean)."""
     table = task_comparison(arms, treated, control)
     rows = []
     for task in table["task"]:
-        shift = where_shift_lands(arms[task].get(treated, []))
-        ratio, names = small_region_ratio(shift["ratio"], shift["token share"], shift["label"]) if len(shift) else (math.nan, "")
-        c80 = float(shift["concentration80"].mean()) if len(shift) else math.nan
+        loc = seeds_localisation(arms[task].get(treated, []))
+        ratio, names = small_region_ratio(loc) if len(loc) else (math.nan, "")
+        c80 = float(loc.groupby("label")["concentration80"].mean().mean()) if len(loc) else math.nan
         rows.append({"check-region ratio": ratio, "ratio over": names, "concentration (x)": 0.8 / c80 if c80 > 0 else math.nan})
     return pd.concat([table, pd.DataFrame(rows, index=table.index, columns=["check-region ratio", "ratio over",
                                                                             "concentration (x)"])], axis=1)
 
 
 def localisation_gain_sentence(table: pd.DataFrame, treated: str = "mrtpo", control: str = "gdpo") -> str:
-    """Whether the paper's cross-task pattern (§6.4: the best-localised task gains least) holds in a
-    :func:`gain_beside_localisation` table: which task localises best, whether its gain is the smallest, and
-    whether the intervals separate it from the other tasks' gains."""
+    """Whether the paper's cross-task pattern (§6.4: the best-localised task gains least) shows in a
+    :func:`gain_beside_localisation` table: which task localises best, and where its gain stands against the other
+    tasks' by their intervals — below every other (the pattern shows), above some other (it is contradicted), or
+    overlapping (the runs cannot order the gains: point estimates alone say nothing)."""
     known = table.dropna(subset=["check-region ratio", "diff"])
     if len(known) < 2:
         return (f"Fewer than two tasks have both a localisation and {treated} − {control} runs: the cross-task "
                 "pattern cannot be checked.")
     best = known.loc[known["check-region ratio"].idxmax()]
     others = known[known["task"] != best["task"]]
-    smallest = best["diff"] <= others["diff"].min()
-    separated = (best["hi"] < others["lo"]).all()
+    below = (best["hi"] < others["lo"]).all()
+    above = (best["lo"] > others["hi"]).any()
     return (f"The best-localised task here is {best['task']} (check-region ratio {best['check-region ratio']:.2f}); "
-            f"its gain {interval_text(best['diff'], best['lo'], best['hi'])} is "
-            f"{'the smallest' if smallest else 'not the smallest'} of the {len(known)} tasks, "
-            + ("and its interval lies below every other task's, so the paper's pattern is reproduced."
-               if smallest and separated else
-               "but the intervals overlap, so the ordering of the gains is not established." if smallest else
-               "so the paper's pattern (the best-localised task gains least) does not hold here.")
+            f"its gain {interval_text(best['diff'], best['lo'], best['hi'])} "
+            + ("lies below every other task's interval, so the paper's pattern shows here." if below else
+               "lies above another task's interval, so the paper's pattern (the best-localised task gains least) is "
+               "contradicted here." if above else
+               f"overlaps the other tasks' intervals, so the gains of the {len(known)} tasks are not distinguishable "
+               "at this power and their order is not known.")
             + " Gains on different tasks are on different metrics; the dose-response page asks the question on one task.")
 
 

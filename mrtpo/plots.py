@@ -218,7 +218,7 @@ def _readable_ticks(ax, chars_per_slot: int = 11) -> None:
 
 
 def verdict_chart(verdicts: pd.DataFrame, clip: float = 6.0):
-    """Each claim's measured value with its 95% interval (``est``, ``lo``, ``hi`` of ``claims.verdicts``) in units
+    """Each claim's measured value with its 95% interval (``est``, ``lo``, ``hi`` of ``headline.verdicts``) in units
     of the paper's claimed effect: 0 is no effect (``null``), 1 the paper's value (``claimed``). Claims without a
     claimed size (not tested by the paper) are scaled by the interval's own half-width; values past ``clip`` are
     cut there and labelled."""

@@ -1,5 +1,6 @@
 """What each of the book's comparisons can detect and what it cost: power tables over run folders (the paired
-t-test's power and detectable difference are ``mrtpo.stats``; the comparisons and their runs, ``mrtpo.evidence``)."""
+t-test's power and detectable difference are ``mrtpo.significance``; the comparisons and their runs,
+``mrtpo.evidence``); the split of each arm's seed spread into evaluation noise and seed noise."""
 
 from __future__ import annotations
 
@@ -17,27 +18,36 @@ def power_table(arms: dict[str, list[Run]], pairs, metric: str, delta: float = 0
                 ) -> pd.DataFrame:
     """Per pair (A, B): the standard deviation of A − B over seeds (``stats.sd_of_differences``: paired from two
     shared seeds, otherwise from the arms' own spread, otherwise from ``pooled``, by default the spread pooled over
-    every arm of ``arms`` with two seeds or more), the difference detectable with ``power`` (two-sided paired t-test, alpha
-    0.05) at the seeds shared now and at ``at`` seeds, the power for ``delta`` at the seeds shared now
-    (``stats.power``; NaN below two shared seeds: no paired test exists), and the seeds a difference of ``delta``
-    needs (at least 3)."""
-    from . import stats
+    every arm of ``arms`` with two seeds or more), its 95% interval where it is paired (``significance.sd_interval``,
+    chi-square with n − 1 degrees of freedom: 2 at 3 seeds, where the sd is known to within a factor of about 12),
+    the difference detectable with ``power`` (two-sided paired t-test, alpha 0.05; ``significance``: the noncentral
+    t) at the seeds shared now and at ``at`` seeds, the power for ``delta`` at the seeds shared now
+    (``significance.power``; NaN below two shared seeds: no paired test exists) with that power at the sd interval's
+    ends (the high sd gives the low power), and the seeds a difference of ``delta`` needs (at least 3)."""
+    from . import significance, stats
 
     values = {m: seed_values(runs, metric, benchmark, decoding) for m, runs in arms.items() if runs}
     if pooled is None:
         pooled = stats.pooled_sd([v.values() for v in values.values()])
-    columns = ["comparison", "sd of the difference", "measured", "shared seeds", f"power for {delta:g} now", "detectable now",
-               *(f"detectable at {n} seeds" for n in at), f"seeds for {delta:g} at {power:.0%} power"]
+    now = f"power for {delta:g} now"
+    columns = ["comparison", "sd of the difference", "measured", "sd 95% interval", "shared seeds", now,
+               f"{now} (sd interval)", "detectable now", *(f"detectable at {n} seeds" for n in at),
+               f"seeds for {delta:g} at {power:.0%} power"]
     rows = []
     for a, b in pairs:
         if a not in values or b not in values:
             continue
         sd, how = stats.sd_of_differences(values[a], values[b], fallback=pooled)
         shared = len(set(values[a]) & set(values[b]))
-        need = stats.seeds_for_power(sd, delta, power)
+        sd_lo, sd_hi = significance.sd_interval(sd, shared - 1) if how == "paired" else (math.nan, math.nan)
+        need = significance.seeds_for_power(sd, delta, power)
         row = {"comparison": f"{a} − {b}", "sd of the difference": sd, "measured": how, "shared seeds": shared,
-               f"power for {delta:g} now": stats.power(delta, sd, shared), "detectable now": stats.detectable_difference(sd, shared, power)}
-        row.update({f"detectable at {n} seeds": stats.detectable_difference(sd, n, power) for n in at})
+               "sd 95% interval": f"[{sd_lo:.3f}, {sd_hi:.3f}], {shared - 1} df" if sd_lo == sd_lo else "—",
+               now: significance.power(delta, sd, shared),
+               f"{now} (sd interval)": (f"{significance.power(delta, sd_hi, shared):.2f} to "
+                                        f"{significance.power(delta, sd_lo, shared):.2f}" if sd_lo == sd_lo else "—"),
+               "detectable now": significance.detectable_difference(sd, shared, power)}
+        row.update({f"detectable at {n} seeds": significance.detectable_difference(sd, n, power) for n in at})
         row[f"seeds for {delta:g} at {power:.0%} power"] = max(3, need) if need is not None else None
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
@@ -52,22 +62,24 @@ def power_sentence(power: pd.DataFrame, delta: float = 0.05) -> str:
             out.append(f"{row['comparison']}: no arm has two seeds yet, so the seed-to-seed spread and the power are unknown.")
         else:
             out.append(f"{row['comparison']}: a difference of {delta:g} needs {int(need)} seeds per arm at 80% power "
-                       f"(sd of the difference {row['sd of the difference']:.3f}, {row['measured']}); "
+                       f"(sd of the difference {row['sd of the difference']:.3f}, {row['measured']}"
+                       + (f"; 95% interval {row['sd 95% interval']}" if row.get("sd 95% interval", "—") != "—" else "")
+                       + "); "
                        f"3 seeds detect {number(row['detectable at 3 seeds'])}.")
     return "\n".join(out)
 
 
 def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """Every comparison of :data:`BOOK_COMPARISONS` over the finished runs of ``model`` (nothing is trained): its
-    :func:`power_table` row (the sd of the difference, how it was measured, the shared seeds, the power for
-    ``delta`` and the difference detectable with ``power`` at those seeds and at 3, the seeds ``delta`` needs), the power
+    :func:`power_table` row (the sd of the difference, how it was measured and its interval, the shared seeds, the
+    power for ``delta`` (with its range over the sd's interval) and the difference detectable with ``power`` at those seeds and at 3, the seeds ``delta`` needs), the power
     for the paper's difference on our scale (:func:`paper_claim`; NaN where the paper has none), and what the
     comparison cost: the summed training time of both arms' runs, every seed present (``summary.json``; a run
     shared by several comparisons is counted in each), and how many runs recorded it. A pair with an arm
     without runs gets a row saying so, with NaN numbers. Where neither arm has two seeds, the sd comes from the
     seed spread pooled over every arm of the task in the book (each set of runs once: MRTPO at beta 0.5 is the
     main tables' MRTPO)."""
-    from . import stats
+    from . import significance, stats
 
     task_arms = {}
     for c in BOOK_COMPARISONS:
@@ -95,16 +107,18 @@ def book_power(model: str = "tiny", delta: float = 0.05, power: float = 0.8) -> 
             if name in table.index:
                 found = table.loc[name]
                 claimed = paper_claim(c.paper_table, a, b, c.paper_metric)[1] if c.paper_table else None
-                row.update({k: found[k] for k in ("shared seeds", "sd of the difference", "measured", f"power for {delta:g} now",
+                row.update({k: found[k] for k in ("shared seeds", "sd of the difference", "measured", "sd 95% interval",
+                                                  f"power for {delta:g} now", f"power for {delta:g} now (sd interval)",
                                                   "detectable now", "detectable at 3 seeds",
                                                   f"seeds for {delta:g} at {power:.0%} power")})
-                row["power for the paper's difference now"] = (stats.power(claimed, found["sd of the difference"], int(found["shared seeds"]))
+                row["power for the paper's difference now"] = (significance.power(claimed, found["sd of the difference"], int(found["shared seeds"]))
                                                                if claimed is not None else math.nan)
             else:
                 row.update({"shared seeds": 0, "measured": "no runs of " + " or ".join(x for x in (a, b) if not arms[x])})
             rows.append(row)
     return pd.DataFrame(rows, columns=["page", "task", "comparison", "seeds", "shared seeds", "sd of the difference", "measured",
-                                       f"power for {delta:g} now", "power for the paper's difference now", "detectable now",
+                                       "sd 95% interval", f"power for {delta:g} now", f"power for {delta:g} now (sd interval)",
+                                       "power for the paper's difference now", "detectable now",
                                        "detectable at 3 seeds", f"seeds for {delta:g} at {power:.0%} power", "train hours",
                                        "runs timed"])
 
@@ -146,8 +160,9 @@ def book_power_sentence(table: pd.DataFrame, delta: float = 0.05) -> str:
 
 
 def noise_table(arms: dict[str, list[Run]], metric: str, benchmark: str = "synthetic_test", decoding: str = "temp1") -> pd.DataFrame:
-    """Per arm: seeds, seed-to-seed std of the metric, the evaluation's own s.e. (:func:`run_eval_se`, mean over
-    runs) and the seed component once the evaluation noise is taken out (``stats.noise_components``)."""
+    """Per arm: seeds, seed-to-seed std of the metric, the evaluation's own s.e. (:func:`run_eval_se`: the sampling
+    of responses within the shared evaluation prompts, root mean square over runs) and the seed component once that
+    noise is taken out (``stats.noise_components``)."""
     from . import stats
 
     rows = []

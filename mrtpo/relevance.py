@@ -171,14 +171,18 @@ def concentration(q: torch.Tensor, mask: torch.Tensor, share: float = 0.8) -> to
 
     q, mask (..., T) -> (...). Tokens are taken in decreasing q until their sum reaches ``share`` of the
     total; uniform q gives ``share``, a single spike gives ``1 / T``. NaN where the response has no shift.
+    Computed on the CPU: CUDA's floating-point ``cumsum`` raises under ``torch.use_deterministic_algorithms``
+    (the runner's default), and this is a logged figure, not part of any gradient.
     """
-    qm = (q * mask).to(torch.float32)
+    device = q.device
+    qm = (q * mask).detach().to("cpu", torch.float32)
+    mask = mask.detach().to("cpu")
     total = qm.sum(-1, keepdim=True)
     sorted_q, _ = qm.sort(dim=-1, descending=True)
     cum = sorted_q.cumsum(-1)
     needed = (cum < share * total - 1e-12).sum(-1) + 1
     frac = needed.to(torch.float32) / mask.sum(-1).clamp_min(1)
-    return torch.where(total.squeeze(-1) > 0, frac, torch.full_like(frac, float("nan")))
+    return torch.where(total.squeeze(-1) > 0, frac, torch.full_like(frac, float("nan"))).to(device)
 
 
 def token_entropy(logits: torch.Tensor, mask: torch.Tensor | None = None, temperature: float = 1.0) -> torch.Tensor:

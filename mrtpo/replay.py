@@ -30,7 +30,8 @@ PromptIds = Callable[[list], list[list[int]]]
 def safe_z_blocks(builder, inputs: list[dict], prompts: list, completions: list, completion_ids) -> tuple[list[dict], int | None]:
     """(Z blocks of every response, number of responses the builder failed on, or None when the batch call
     succeeded). A builder that raises (strange text, a broken user formulation) is retried one response at a
-    time; the responses it fails on get no blocks (uniform weights)."""
+    time; the responses it fails on get no blocks (uniform weights). Any per-response builder with a reward
+    function's signature goes through here (the check regions of ``Task.read_regions`` too)."""
     columns = {key: [x[key] for x in inputs] for key in inputs[0] if key not in ("prompt", "completion", "completion_ids")}
     try:
         return builder(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns), None
@@ -42,7 +43,8 @@ def safe_z_blocks(builder, inputs: list[dict], prompts: list, completions: list,
                                   completion_ids=completion_ids[j : j + 1],
                                   **{key: values[j : j + 1] for key, values in columns.items()})
             except Exception as exc:
-                logger.warning("z_blocks failed on response %d (%s: %s); it is not replayed", j, type(exc).__name__, exc)
+                logger.warning("%s failed on response %d (%s: %s); its weights stay uniform",
+                               getattr(builder, "__name__", "z_blocks"), j, type(exc).__name__, exc)
                 blocks.append({})
         return blocks, sum(1 for b in blocks if not b)
 

@@ -51,6 +51,12 @@ class Run:
         return self.settings["seed"]
 
     @property
+    def fingerprint(self) -> str | None:
+        """The behaviour fingerprint of the code that wrote the folder (``mrtpo.fingerprint``); None in a folder
+        written before fingerprints were recorded and not certified since (stale)."""
+        return self.summary.get("fingerprint")
+
+    @property
     def eval(self) -> dict:
         return json.loads((self.path / "eval.json").read_text())
 
@@ -103,9 +109,12 @@ def run_folders(task: str | None = None) -> list[Path]:
 
 def runs_table(task: str | None = None):
     """One row per run folder: task, model, dial (the dial base's setting, NaN on the default base), method,
-    mrtpo_beta, seed, steps, train and evaluation time in seconds (NaN where the folder did not record it), and its
-    path under the results root."""
+    mrtpo_beta, seed, steps, train and evaluation time in seconds (NaN where the folder did not record it), whether
+    the code that wrote it behaves as the current code (``mrtpo.fingerprint``: "current" or "stale"), and its path
+    under the results root."""
     import pandas as pd
+
+    from .fingerprint import is_stale
 
     rows = []
     for p in run_folders(task):
@@ -114,6 +123,7 @@ def runs_table(task: str | None = None):
         rows.append({"task": cfg["task"], "model": cfg["model"], "dial": cfg.get("dial", float("nan")), "method": arm_label(cfg),
                      "mrtpo_beta": cfg["mrtpo_beta"], "seed": cfg["seed"], "steps": cfg["steps"],
                      "train_s": summary["train_runtime_s"], "eval_s": summary.get("eval_runtime_s", float("nan")),
+                     "behaviour": "stale" if is_stale(p) else "current",
                      "path": p.relative_to(results_root()).as_posix()})
     return pd.DataFrame(rows, columns=["task", "model", "dial", "method", "mrtpo_beta", "seed", "steps", "train_s", "eval_s",
-                                       "path"])
+                                       "behaviour", "path"])

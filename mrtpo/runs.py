@@ -33,6 +33,7 @@ from . import __version__
 from .advantages import TOKEN_LEVEL
 from .config import OPTIONAL_FIELDS, BadRequest, RunConfig, default_steps, resolve
 from .evaluation import benchmarks, eval_rows, evaluate
+from .fingerprint import BASE_ARM, folder_arm, is_stale, record
 from .geometry import job_processes
 from .manifest import check_writable, write_manifest
 from .models import model_spec, resolve_model
@@ -133,7 +134,7 @@ def base_path(cfg: RunConfig) -> Path:
 def find(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> Run | None:
     """The finished run of these arguments (``z_blocks=`` the same function as ``run``'s), or None; never trains."""
     folder = locate(resolve(task, method, model, seed, steps, **overrides))[2]
-    return Run(folder) if folder.is_dir() else None
+    return Run(folder) if folder.is_dir() and not is_stale(folder) else None
 
 
 def locate_base(cfg: RunConfig) -> tuple[dict, str, Path]:
@@ -152,16 +153,17 @@ def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overr
     GDPO at seed 0, so a changed base, benchmark or evaluation setting evaluates afresh. ``force`` re-evaluates."""
     cfg = resolve(task, "gdpo", model, **overrides)
     ident, digest, folder = locate_base(cfg)
-    if folder.is_dir() and not force:
+    if folder.is_dir() and not force and not is_stale(folder):
         return Run(folder)
     check_writable(folder.parent)
     with locked(cache_root() / "work" / f"{digest}.base-eval.lock"):
-        if folder.is_dir() and not force:
+        if folder.is_dir() and not force and not is_stale(folder):
             return Run(folder)
         with folder_in_place(folder) as tmp:
             (tmp / "config.json").write_text(json.dumps({**ident, "hash": digest, "name": folder.name}, indent=2,
                                                         default=str))
-            write_evaluation(cfg, base_path(cfg), folder.name, tmp, {"train_runtime_s": 0.0}, method="base")
+            write_evaluation(cfg, base_path(cfg), folder.name, tmp, {"train_runtime_s": 0.0, **record(task, BASE_ARM)},
+                             method="base")
     return Run(folder, trained=True)
 
 
@@ -192,13 +194,16 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     cfg = resolve(task, method, model, seed, steps, **overrides)
     ident, digest, folder = locate(cfg)
     if folder.is_dir() and not force:
-        return Run(folder)
+        if not is_stale(folder):
+            return Run(folder)
+        print(f"[mrtpo] {folder.name} was written by code of another behaviour (mrtpo runs --stale): retraining it")
+        force = True
     check_writable(folder.parent)  # read-only or full: fail now, not after training
     work = cache_root() / "work" / digest
     if job_processes() > 1:
         return _run_multiprocess(cfg, ident, digest, work, folder, force)
     with locked(cache_root() / "work" / f"{digest}.lock"):
-        if folder.is_dir() and not force:  # another process finished it while we waited
+        if folder.is_dir() and not force and not is_stale(folder):  # another process finished it while we waited
             return Run(folder)
         if force:
             shutil.rmtree(work, ignore_errors=True)
@@ -228,10 +233,11 @@ def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, fold
 
 
 def last_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete checkpoint (trainer_state.json is written last); partial ones are deleted."""
+    """The newest complete checkpoint (trainer_state.json is written last, with the RNG state: ``rng_state.pth`` on
+    one process, ``rng_state_<rank>.pth`` per process on several); partial ones are deleted."""
     found = []
     for path in output_dir.glob("checkpoint-*"):
-        if (path / "trainer_state.json").exists() and (path / "rng_state.pth").exists():
+        if (path / "trainer_state.json").exists() and any(path.glob("rng_state*.pth")):
             found.append(path)
         else:  # killed while saving
             shutil.rmtree(path, ignore_errors=True)
@@ -253,7 +259,7 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
                         kl=cfg.kl_beta > 0, frozen_teacher=cfg.frozen_teacher)
     return MRTPOConfig(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, opsd=cfg.opsd, mrtpo_beta=cfg.mrtpo_beta,
-        beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
+        region_blend=cfg.region_blend, beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
         max_steps=cfg.steps, **plan.trainer_args(), max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu or cfg.scale == "real",
@@ -282,12 +288,12 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     if resume is not None:  # profiles written after that checkpoint are written again when resumed
         _truncate_profiles(out / "profiles.jsonl", int(resume.name.split("-")[1]))
         if int(resume.name.split("-")[1]) >= cfg.steps:  # killed after training: Trainer.train would take a step more
-            return _finished(resume, work, path)
+            return {**_finished(resume, work, path), **record(cfg.task, folder_arm(dataclasses.asdict(cfg)))}
     elif out.exists():
         shutil.rmtree(out)
     trainer = MRTPOTrainer(
-        model=str(path), processing_class=load_tokenizer(path), reward_funcs=task.reward_funcs(),
-        train_dataset=train_data(cfg), args=trainer_config(cfg, out, path), z_blocks=z_blocks or task.z_blocks,
+        model=str(path), processing_class=load_tokenizer(path), reward_funcs=task.reward_funcs(), train_dataset=train_data(cfg),
+        args=trainer_config(cfg, out, path), z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_model(str(work / "final"))
@@ -306,6 +312,7 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
         # runs committed before mrtpo.tokenizer.load_tokenizer lack this: they ran with AutoTokenizer's
         # Qwen2Tokenizer, which split identifiers ("person_id" -> "person" "_id") as the warm-up never did
         "tokenizer_class": type(trainer.processing_class).__name__,
+        **record(cfg.task, folder_arm(dataclasses.asdict(cfg))),  # the behaviour of the code that trained it
         "work_dir": portable(str(work)),
         "log_history": trainer.state.log_history,
     }
@@ -328,11 +335,14 @@ def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
 
 
 def weights_hash(model) -> str:
-    """sha256 over every parameter and buffer, in state-dict order."""
+    """sha256 over every parameter and buffer's bytes, in state-dict order (bfloat16 has no NumPy type: the bytes
+    are read as uint8, the same bytes NumPy gives for float32)."""
+    import torch
+
     h = hashlib.sha256()
     for name, tensor in model.state_dict().items():
         h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 

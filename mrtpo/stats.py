@@ -1,7 +1,7 @@
-"""Statistics of the book's comparisons: means over seeds, paired differences with bootstrap intervals, verdicts,
-power, and evaluation noise against seed noise; standard errors of one measurement on sampled responses (a
-bootstrap over items, the clustered s.e. of a mean over prompts' samples, the s.e. of a difference). Pure
-functions of numbers (no run folders, no I/O).
+"""Statistics of the book's comparisons: means over seeds, paired differences with paired t intervals, verdicts,
+the spread of a paired difference, and evaluation noise (within-prompt sampling) against seed noise; standard
+errors of one measurement on sampled responses (a bootstrap over items or clusters of them, the clustered s.e. of
+a mean over prompts' samples, the s.e. of a difference). Pure functions of numbers (no run folders, no I/O).
 
 Notation: an arm is trained once per seed s = 1..S; a run is evaluated on the same P held-out prompts, giving a
 per-prompt value x[s, p, m] for each component metric m = 1..M (M > 1 for a metric that is a mean of
@@ -11,7 +11,8 @@ component does not apply to a prompt). A run's metric over a set of prompts is
     metric(s) = (1/M) sum_m  mean_{p : x[s,p,m] defined} x[s,p,m]
 
 which is what the evaluation reports when every prompt has the same number of samples. Without per-prompt
-values (run folders written before they were stored), only the per-seed values metric(s) are known.
+values (run folders written before they were stored), only the per-seed values metric(s) are known. The
+paired t-test, its power and Holm's correction are ``mrtpo.significance``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import warnings
 from statistics import NormalDist
 
 import numpy as np
+
+from .significance import paired_t_p, t_quantile
 
 
 def mean_se(values) -> tuple[float, float, int]:
@@ -68,63 +71,60 @@ def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, floa
     return float(lo), float(hi)
 
 
-def _with_t_interval(interval: tuple[float, float], d: np.ndarray, level: float) -> tuple[float, float]:
-    """The hull of ``interval`` and the paired Student-t interval of the mean of the per-seed differences ``d``."""
+def _t_interval(d: np.ndarray, level: float) -> tuple[float, float]:
+    """The paired Student-t interval of the mean of the per-seed differences ``d``."""
     half = t_quantile((1 + level) / 2, len(d) - 1) * float(np.std(d, ddof=1)) / math.sqrt(len(d))
-    return min(interval[0], float(d.mean()) - half), max(interval[1], float(d.mean()) + half)
+    return float(d.mean()) - half, float(d.mean()) + half
 
 
 def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int = 0, replicates: bool = False) -> dict:
-    """A − B over the seeds both arms share, with a ``level`` interval: a paired bootstrap's, widened to the paired t
-    interval over seeds where that is wider.
+    """A − B over the seeds both arms share, with a ``level`` interval: from two shared seeds on, the paired t
+    interval over the per-seed differences, with the paired t-test's two-sided p.
 
     ``a``, ``b``: per-prompt values (S, P[, M]) of the shared seeds in the same order, both arms evaluated on the
-    same prompts; or per-seed values (S,) when per-prompt values are absent. The estimate is
-    ``d = (1/S) sum_s [metric_A(s) − metric_B(s)]``. Each bootstrap replicate draws S seeds with replacement and P
-    prompts with replacement, the same draws for both arms (paired over seeds and prompts), and recomputes d;
-    the bootstrap interval is the replicates' (1 − level)/2 and (1 + level)/2 percentiles. Per-seed values give a
-    seed-only bootstrap (evaluation noise then enters only through each seed's value). With few seeds a percentile
-    bootstrap over seeds is too narrow: at S = 3 its 95% interval is about the range of the three per-seed
-    differences, so three differences of one sign would make a "gap" a quarter of the time under no effect. From
-    two seeds on the interval returned is therefore the hull of the bootstrap interval and the paired Student-t
-    interval over the per-seed differences d_s, ``d ± t_{S−1, (1+level)/2} · sd(d_s) / sqrt(S)`` (exact for
-    normal d_s; d_s holds the evaluation noise too): a gap it finds is not an artefact of resampling three seeds.
-    With one shared seed the prompt bootstrap measures evaluation noise alone and a seed-only bootstrap has no
-    interval (NaN). ``replicates`` are the bootstrap's alone.
+    same prompts; or per-seed values (S,) when per-prompt values are absent. The per-seed differences are
+    ``d_s = metric_A(s) − metric_B(s)`` and the estimate is their mean d̄. Every run is evaluated on the same P
+    prompts, so prompt difficulty is common to all of them and never enters the spread of d_s (resampling the
+    prompts would add a noise the runs do not have: an interval too wide, 99.5% coverage for 95% when
+    evaluation noise dominates); what d_s does hold is the seed-to-seed spread and the evaluation's sampling of
+    responses within each prompt. The interval is therefore over seeds only,
+    ``d̄ ± t_{S−1, (1+level)/2} · sd(d_s) / sqrt(S)`` (exact for normal d_s; the estimand is the difference on these
+    prompts), and ``p = significance.paired_t_p(d_s)``: the interval excludes 0 exactly when p < 1 − level. With
+    one shared seed there is no seed-to-seed spread to measure: per-prompt values give a bootstrap over prompts
+    (``"prompts only: one shared seed"``, the evaluation's prompt sampling alone, never a test: no p), per-seed
+    values no interval.
 
-    Returns ``{"diff", "lo", "hi", "seeds", "prompts", "resampled"}``; ``resampled`` names what the interval
-    covers: "seeds × prompts", "prompts only: one shared seed", "seeds only", or "none: one shared seed". With
-    ``replicates``, also ``"replicates"``: the ``n_boot`` bootstrap values of d (empty where there is no interval).
-    The draws depend only on ``seed``, S and P: two comparisons with the same S and P (the same seeds and prompts
-    in the same order) get the same draws, i.e. are resampled jointly (:func:`slope`).
+    ``replicates``: also ``n_boot`` bootstrap values of d̄, each drawing S seeds with replacement (prompts
+    with one shared seed), for a statistic of several comparisons (:func:`slope`). The draws depend only on
+    ``seed`` and S (and P): comparisons over the same seeds in the same order get the same draws, i.e. are
+    resampled jointly.
+
+    Returns ``{"diff", "lo", "hi", "sd", "p", "seeds", "prompts", "resampled"}``: ``sd`` is sd(d_s) (ddof 1, NaN
+    below two seeds), ``resampled`` names what the interval covers: "seeds (paired t)", "prompts only: one
+    shared seed", or "none: one shared seed"; with ``replicates``, ``"replicates"`` (empty where there is none).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape:
         raise ValueError(f"paired_difference: both arms need the same seeds and prompts, got shapes {a.shape} and {b.shape}")
     S = a.shape[0]
+    P = a.shape[1] if a.ndim > 1 else 0
+    none = {"lo": math.nan, "hi": math.nan, "sd": math.nan, "p": math.nan, "seeds": S, "prompts": P}
     extra = {"replicates": np.empty(0)} if replicates else {}
     if S == 0:
-        return {"diff": math.nan, "lo": math.nan, "hi": math.nan, "seeds": 0, "prompts": 0, "resampled": "none", **extra}
+        return {"diff": math.nan, **none, "resampled": "none", **extra}
+    d = a - b if a.ndim == 1 else run_metric(a) - run_metric(b)
     rng = np.random.default_rng(seed)
     seed_counts = rng.multinomial(S, np.full(S, 1 / S), size=n_boot)  # (B, S)
-    if a.ndim == 1:
-        d = a - b
-        out = {"diff": float(d.mean()), "seeds": S, "prompts": 0}
-        if S < 2:
-            return {**out, "lo": math.nan, "hi": math.nan, "resampled": "none: one shared seed", **extra}
-        reps = seed_counts @ d / S
-        lo, hi = _with_t_interval(_percentile_interval(reps, level), d, level)
-        return {**out, "lo": lo, "hi": hi, "resampled": "seeds only", **({"replicates": reps} if replicates else {})}
-    P = a.shape[1]
-    d_full = run_metric(a) - run_metric(b)
-    prompt_counts = rng.multinomial(P, np.full(P, 1 / P), size=n_boot)  # (B, P)
-    d_boot = run_metric(a, prompt_counts) - run_metric(b, prompt_counts)  # (B, S)
-    reps = np.nansum(seed_counts * d_boot, axis=1) / S
-    lo, hi = _percentile_interval(reps, level)
     if S > 1:
-        lo, hi = _with_t_interval((lo, hi), d_full, level)
-    return {"diff": float(np.mean(d_full)), "lo": lo, "hi": hi, "seeds": S, "prompts": P,
-            "resampled": "seeds × prompts" if S > 1 else "prompts only: one shared seed",
+        lo, hi = _t_interval(d, level)
+        return {**none, "diff": float(d.mean()), "lo": lo, "hi": hi, "sd": float(np.std(d, ddof=1)), "p": paired_t_p(d),
+                "resampled": "seeds (paired t)", **({"replicates": seed_counts @ d / S} if replicates else {})}
+    if a.ndim == 1:
+        return {**none, "diff": float(d.mean()), "resampled": "none: one shared seed", **extra}
+    prompt_counts = rng.multinomial(P, np.full(P, 1 / P), size=n_boot)  # (B, P)
+    reps = (run_metric(a, prompt_counts) - run_metric(b, prompt_counts))[:, 0]
+    lo, hi = _percentile_interval(reps, level)
+    return {**none, "diff": float(d.mean()), "lo": lo, "hi": hi, "resampled": "prompts only: one shared seed",
             **({"replicates": reps} if replicates else {})}
 
 
@@ -157,7 +157,8 @@ def slope(x, y, y_replicates=None, level: float = 0.95, y_intervals=None) -> dic
     return out
 
 
-def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.0) -> str:
+def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.0, p_adjusted: float | None = None,
+            alpha: float = 0.05) -> str:
     """The claim against our interval [lo, hi] of the same quantity.
 
     The claim says the quantity lies on the side of ``null`` that ``claimed`` (the paper's value) lies on
@@ -166,15 +167,19 @@ def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.
     interval is on the claimed side but short of the claimed value (the direction holds, the size does not: a
     check-region ratio of 1.1 against the paper's 2.8); *contradicted*: the whole interval is on the other side;
     *not reproduced*: the interval holds ``null`` but excludes ``claimed`` (an effect as large as the paper's
-    would have been seen); *inconclusive*: the interval holds both, or there is no interval.
+    would have been seen); *inconclusive*: the interval holds both, or there is no interval. An interval that
+    holds ``null`` never confirms anything. ``p_adjusted``: the comparison's p corrected for the family it
+    belongs to (``significance.holm``); a gap then also needs ``p_adjusted < alpha``, and an interval that
+    excludes ``null`` without it counts as holding it.
     """
     if lo != lo or hi != hi:
         return "inconclusive"
     sign = 1.0 if claimed is None or claimed >= null else -1.0
     low, high = sorted((sign * (lo - null), sign * (hi - null)))
-    if low > 0:
+    gap = p_adjusted is None or p_adjusted < alpha
+    if low > 0 and gap:
         return "weaker than claimed" if claimed is not None and high < sign * (claimed - null) else "reproduced"
-    if high < 0:
+    if high < 0 and gap:
         return "contradicted"
     if claimed is not None and sign * (claimed - null) > high:
         return "not reproduced"
@@ -182,88 +187,7 @@ def verdict(lo: float, hi: float, claimed: float | None = None, null: float = 0.
 
 
 # ----------------------------------------------------------------------------------------------------
-# power (paired t-test, two-sided)
-
-
-def t_cdf(t: float, df: int) -> float:
-    """CDF of Student's t with integer ``df`` degrees of freedom (closed forms, Abramowitz & Stegun 26.7.3–4):
-    with θ = atan(t / sqrt(df)), A = P(|T| < |t|) is
-    (2/π)(θ + sinθ cosθ (1 + (2/3)cos²θ + ... + (2·4···(df−3))/(3·5···(df−2)) cos^(df−3)θ)) for odd df and
-    sinθ (1 + (1/2)cos²θ + ... + (1·3···(df−3))/(2·4···(df−2)) cos^(df−2)θ) for even df."""
-    if df < 1:
-        raise ValueError(f"t_cdf: df must be >= 1, got {df}")
-    theta = math.atan(abs(t) / math.sqrt(df))
-    s, c = math.sin(theta), math.cos(theta)
-    if df % 2:
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 3) // 2 + 1):
-            term *= (2 * k) / (2 * k + 1) * c * c
-            total += term
-        a = 2 / math.pi * (theta + (s * c * total if df > 1 else 0.0))
-    else:
-        term, total = 1.0, 1.0
-        for k in range(1, (df - 2) // 2 + 1):
-            term *= (2 * k - 1) / (2 * k) * c * c
-            total += term
-        a = s * total
-    return 0.5 + math.copysign(a / 2, t)
-
-
-def t_quantile(p: float, df: int) -> float:
-    """Inverse of :func:`t_cdf` (bisection to 1e-10)."""
-    if not 0 < p < 1:
-        raise ValueError(f"t_quantile: p must be in (0, 1), got {p}")
-    lo, hi = -1e3, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-        if hi - lo < 1e-10:
-            break
-    return (lo + hi) / 2
-
-
-def detectable_difference(sd_diff: float, seeds: int, power: float = 0.8, alpha: float = 0.05) -> float:
-    """Smallest paired difference a two-sided paired t-test at ``alpha`` detects with ``power`` over ``seeds``
-    pairs whose differences have standard deviation ``sd_diff``:
-    ``δ = (t_{1−α/2, n−1} + t_{power, n−1}) · sd_diff / sqrt(n)`` (NaN below 2 seeds)."""
-    if seeds < 2 or sd_diff != sd_diff:
-        return math.nan
-    df = seeds - 1
-    return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * sd_diff / math.sqrt(seeds)
-
-
-def power(delta: float, sd_diff: float, seeds: int, alpha: float = 0.05) -> float:
-    """Power of a two-sided paired t-test at ``alpha`` to detect a paired difference ``delta`` over ``seeds``
-    pairs whose differences have standard deviation ``sd_diff``, in the approximation that
-    :func:`detectable_difference` inverts (the far tail left out, the noncentral t replaced by a shifted t):
-    ``power = T_{n−1}(|δ| sqrt(n) / sd_diff − t_{1−α/2, n−1})``. NaN below 2 seeds or with ``sd_diff`` unknown;
-    1 when ``sd_diff`` is 0 and ``delta`` is not."""
-    if seeds < 2 or sd_diff != sd_diff or delta != delta:
-        return math.nan
-    if sd_diff == 0:
-        return 1.0 if delta else alpha / 2
-    df = seeds - 1
-    return t_cdf(abs(delta) * math.sqrt(seeds) / sd_diff - t_quantile(1 - alpha / 2, df), df)
-
-
-def seeds_for_power(sd_diff: float, delta: float = 0.05, power: float = 0.8, alpha: float = 0.05,
-                    max_seeds: int = 10_000) -> int | None:
-    """Fewest paired seeds n >= 2 with ``detectable_difference(sd_diff, n, power, alpha) <= delta``; None when
-    sd_diff is unknown (NaN) or more than ``max_seeds`` would be needed."""
-    if sd_diff != sd_diff:
-        return None
-    if sd_diff == 0:
-        return 2
-    # start near the normal approximation, then step to the exact smallest n
-    z = NormalDist().inv_cdf
-    n = max(2, int(((z(1 - alpha / 2) + z(power)) * sd_diff / delta) ** 2) - 2)
-    while n > 2 and detectable_difference(sd_diff, n - 1, power, alpha) <= delta:
-        n -= 1
-    while detectable_difference(sd_diff, n, power, alpha) > delta:
-        n += 1
-        if n > max_seeds:
-            return None
-    return n
+# the spread of a paired difference (its power: ``mrtpo.significance``)
 
 
 def sd_of_differences(a, b, fallback: float | None = None) -> tuple[float, str]:
@@ -301,26 +225,48 @@ def pooled_sd(groups) -> float:
 # evaluation noise vs seed noise
 
 
-def evaluation_se(x, n_boot: int = 2000, seed: int = 0) -> float:
-    """Standard error of one run's metric from its evaluation prompts alone: the std of the metric over
-    ``n_boot`` resamples of the prompts with replacement. ``x``: per-prompt values (P[, M]) of one run."""
-    x = np.asarray(x, dtype=float)[None]  # one seed
-    P = x.shape[1]
-    counts = np.random.default_rng(seed).multinomial(P, np.full(P, 1 / P), size=n_boot)
-    return float(np.nanstd(run_metric(x, counts)[:, 0], ddof=1))
+def within_prompt_se(x, samples: int) -> float:
+    """Evaluation s.e. of one run's metric from the sampling of responses within each prompt: the noise a rerun of
+    the same policy's evaluation would show on the same prompts. Every run is scored on the same prompts, so the
+    prompts' own difficulty is common to all runs and never enters seed-to-seed variance (a bootstrap over
+    prompts would measure it); the sampling of ``samples`` responses per prompt does.
+
+    ``x``: per-prompt values (P[, M]) of one run, each the mean of ``samples`` scores in [0, 1]. A score's
+    variance within prompt p is estimated by ``s²_pm = G/(G−1) · x_pm (1 − x_pm)`` (unbiased for 0/1 scores, an
+    upper bound for any score in [0, 1]), so component m's mean over its P_m prompts has sampling variance
+    ``sum_p s²_pm / (G P_m²)``, and the metric (the mean over M components, :func:`run_metric`)
+
+        se² = (1/M²) sum_m sum_p s²_pm / (G P_m²)
+
+    with the components' sampling errors taken as independent (a response's slots are different constraints;
+    positively correlated slots would make this a lower bound). 0 for one sample per prompt (greedy decoding:
+    no sampling); NaN without values."""
+    x = _as_prompts(np.asarray(x, dtype=float)[None])[0]  # (P, M)
+    if samples <= 1:
+        return 0.0
+    n = (~np.isnan(x)).sum(axis=0)
+    if not n.any():
+        return math.nan
+    within = samples / (samples - 1) * x * (1 - x)
+    component_var = np.nansum(within, axis=0)[n > 0] / (samples * n[n > 0] ** 2)
+    return math.sqrt(float(component_var.sum())) / len(component_var)
 
 
 def binomial_se(p: float, draws: int) -> float:
-    """``sqrt(p (1 − p) / draws)``: the evaluation s.e. of a success rate over ``draws`` independent samples
-    (a lower bound when several samples share a prompt)."""
+    """``sqrt(p (1 − p) / draws)``: the evaluation s.e. of a success rate p over ``draws`` samples drawn as
+    independent. For G samples on each of a fixed set of prompts it is an upper bound on the within-prompt
+    sampling s.e. (:func:`within_prompt_se`): ``p (1 − p)`` is the mean within-prompt variance plus the variance of
+    the prompts' rates."""
     return math.sqrt(p * (1 - p) / draws) if draws > 0 and p == p else math.nan
 
 
 def noise_components(values, eval_ses) -> dict:
     """Seed noise against evaluation noise of one arm.
 
-    ``values``: the arm's metric per seed; ``eval_ses``: each run's evaluation s.e. The observed seed-to-seed
-    variance holds both: ``var_obs = var_seed + mean(eval_se²)``, so the seed component is
+    ``values``: the arm's metric per seed; ``eval_ses``: each run's evaluation s.e. from the sampling within its
+    prompts (:func:`within_prompt_se`: the only evaluation noise that differs between runs scored on the same
+    prompts). The observed seed-to-seed variance holds both: ``var_obs = var_seed + mean(eval_se²)``, so the seed
+    component is
     ``sqrt(max(0, var_obs − mean(eval_se²)))``. Returns ``{"seeds", "sd_observed", "eval_se", "sd_seed",
     "eval_below_seed"}`` (NaN where fewer than two seeds).
     """
@@ -367,16 +313,28 @@ def bootstrap_se(statistic, n: int, n_boot: int = 1000, seed: int = 0):
     return float(se) if se.ndim == 0 else se
 
 
-def cluster_bootstrap_se(statistic, clusters, n_boot: int = 1000, seed: int = 0):
-    """:func:`bootstrap_se` over clusters of rows (the responses of one prompt): each replicate draws the C
-    clusters with replacement and calls ``statistic(rows)`` with the row indices of every drawn cluster (a cluster
-    drawn twice gives its rows twice). Responses to one prompt share it, so resampling them one by one would
-    understate the spread; with one row per cluster this is the bootstrap over rows. ``clusters``: the cluster
-    label of each row."""
+def _over_clusters(statistic, clusters):
+    """(``statistic`` of the rows of drawn clusters as a statistic of cluster indices, the number of clusters C):
+    ``idx`` (drawn cluster indices) -> ``statistic(rows)`` with the row indices of every drawn cluster (a cluster
+    drawn twice gives its rows twice). ``clusters``: the cluster label of each row."""
     _, index = np.unique(np.asarray(clusters), return_inverse=True)
     members = [np.flatnonzero(index == c) for c in range(index.max() + 1 if len(index) else 0)]
-    return bootstrap_se(lambda idx: statistic(np.concatenate([members[c] for c in idx] + [index[:0]])),
-                        len(members), n_boot, seed)
+    return (lambda idx: statistic(np.concatenate([members[c] for c in idx] + [index[:0]]))), len(members)
+
+
+def cluster_bootstrap_se(statistic, clusters, n_boot: int = 1000, seed: int = 0):
+    """:func:`bootstrap_se` over clusters of rows (the responses of one prompt): each replicate draws the C
+    clusters with replacement and calls ``statistic(rows)`` with the row indices of every drawn cluster. Responses
+    to one prompt share it, so resampling them one by one would understate the spread; with one row per cluster
+    this is the bootstrap over rows. ``clusters``: the cluster label of each row."""
+    return bootstrap_se(*_over_clusters(statistic, clusters), n_boot, seed)
+
+
+def cluster_bootstrap_interval(statistic, clusters, n_boot: int = 4000, level: float = 0.95, seed: int = 0
+                               ) -> tuple[float, float]:
+    """:func:`bootstrap_interval` over clusters of rows (the profiles of one seed: they share its run, so
+    resampling them one by one would leave the seed-to-seed spread out); (NaN, NaN) below 2 clusters."""
+    return bootstrap_interval(*_over_clusters(statistic, clusters), n_boot, level, seed)
 
 
 def clustered_mean_se(values, clusters) -> tuple[float, float, int]:

@@ -1,8 +1,9 @@
 """MRTPOConfig / MRTPOTrainer: TRL's GRPO with reward-specific token-level advantages (PAPER.md §3).
 
 The trainer only orchestrates one step: TRL generates and scores (``Scored``); the replay (``mrtpo.replay``)
-gives each response's JS profiles q; ``advantages.mrtpo_advantages`` turns rewards and q into (B, T)
-advantages; TRL's loss trains on them. Sampled q profiles are written by the ``ProfileWriter`` callback.
+gives each response's JS profiles q (the ``region`` method and the blend: the check regions, ``diagnostics.
+region_indicator``); ``advantages.mrtpo_advantages`` turns rewards and q into (B, T) advantages; TRL's loss trains
+on them. Sampled q profiles are written by the ``ProfileWriter`` callback; the logs are ``trainer_logs.TrainerLogs``.
 """
 
 from __future__ import annotations
@@ -12,17 +13,17 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from .advantages import DISTILLING, METHODS, REPLAYING, beta_at, mrtpo_advantages, replay_needed, replay_rate
-from .diagnostics import record_entropies
+from .advantages import DISTILLING, METHODS, REPLAYING, beta_at, mrtpo_advantages, placement, replay_needed
+from .diagnostics import record_entropies, region_indicator
 from .distillation import DIVERGENCES, distillation_loss
-from .relevance import concentration, median_correlations, specificity
 from .replay import relevance, safe_z_blocks, teacher_hidden
+from .trainer_logs import TrainerLogs
 
 
 ZBlockFunc = Callable[..., list]
@@ -52,7 +53,9 @@ class MRTPOConfig(GRPOConfig):
             "batch-scale), 'mrtpo' (per-reward leave-one-out replay, K_x extra forwards), 'joint' (one profile "
             "from P_all vs P_0, one extra forward), 'shuffled' (MRTPO weights at random positions), 'uniform' "
             "(MRTPO machinery with w = 1; trains exactly as gdpo), 'entropy' (control arm: MRTPO's weights from the "
-            "sampling policy's token entropy instead of q, shared by all rewards; no replay), 'opsd' (on-policy self-distillation: the loss is the "
+            "sampling policy's token entropy instead of q, shared by all rewards; no replay), 'region' (positive control: "
+            "MRTPO's weights with q replaced by the indicator of each verifier's read region, uniform where a reward "
+            "has none or reads the whole response; no replay), 'opsd' (on-policy self-distillation: the loss is the "
             "divergence from the teacher, the policy shown every Z block; no RL term)."
         },
     )
@@ -82,6 +85,12 @@ class MRTPOConfig(GRPOConfig):
     )
     mrtpo_beta: float = field(
         default=0.5, metadata={"help": "Reallocation strength beta in w = (1 - beta) + beta q / qbar, in [0, 1]."}
+    )
+    region_blend: float = field(
+        default=0.0,
+        metadata={"help": "Placement dial of advantage='mrtpo', lambda in [0, 1]: q replaced by (1 - lambda) q / qbar "
+                  "+ lambda m / mbar, m the indicator of the verifier's read region (0: MRTPO; 1: the 'region' "
+                  "weights; advantages.placement)."},
     )
     beta_warmup_steps: int = field(
         default=10, metadata={"help": "Steps of the smoothstep warm-up of mrtpo_beta from 0 (0: no warm-up)."}
@@ -113,6 +122,8 @@ class MRTPOConfig(GRPOConfig):
             raise ValueError(f"advantage={self.advantage!r} is not one of {', '.join(METHODS)}")
         if not 0.0 <= self.mrtpo_beta <= 1.0:
             raise ValueError(f"mrtpo_beta={self.mrtpo_beta} must lie in [0, 1]")
+        if not 0.0 <= self.region_blend <= 1.0 or (self.region_blend > 0 and self.advantage != "mrtpo"):
+            raise ValueError(f"region_blend={self.region_blend} must lie in [0, 1], and be 0 unless advantage='mrtpo'")
         if self.opsd_teacher not in ("initial", "current"):
             raise ValueError(f"opsd_teacher={self.opsd_teacher!r} is not valid; valid values: initial, current")
         if self.opsd_divergence not in DIVERGENCES or self.opsd_top_k < 1:
@@ -139,21 +150,27 @@ class ProfileWriter(TrainerCallback):
                 f.writelines(json.dumps(r, default=str) + "\n" for r in records)
 
 
-class MRTPOTrainer(GRPOTrainer):
+class MRTPOTrainer(TrainerLogs, GRPOTrainer):
     """GRPOTrainer whose advantages follow ``args.advantage``; see MRTPOConfig.
 
     Extra argument ``z_blocks``: a function with a reward function's signature
     ``z_blocks(prompts, completions, completion_ids, **dataset_columns) -> list[dict[reward_name, str]]`` that
     returns, per sampled response, the text Z_k each verifier judges with (``Task.z_blocks``; a notebook can
     pass its own). Rewards without a Z block are never replayed (their weights stay 1).
+    Extra argument ``check_regions`` (read by ``region`` and by ``mrtpo`` with ``region_blend`` > 0): the same
+    signature, returning per response ``{reward_name: [(start, end), ...]}``, the char spans of the completion text
+    each verifier reads (``Task.read_regions``). Rewards without spans keep uniform weights.
     """
 
     _tag_names = ["trl", "grpo", "mrtpo"]
 
-    def __init__(self, *args, z_blocks: ZBlockFunc | None = None, **kwargs):
+    def __init__(self, *args, z_blocks: ZBlockFunc | None = None, check_regions: ZBlockFunc | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.args.advantage in REPLAYING and z_blocks is None:
             raise ValueError(f"advantage={self.args.advantage!r} replays with Z blocks: pass z_blocks=...")
+        self.reads_regions = self.args.advantage == "region" or self.args.region_blend > 0
+        if self.reads_regions and check_regions is None:
+            raise ValueError("advantage='region' and region_blend > 0 place by the check regions: pass check_regions=...")
         if self.args.advantage == "entropy" and (self.use_vllm or self.use_transformers_continuous_batching or self.tools):
             raise ValueError(
                 "advantage='entropy' reads token entropies from the logits of transformers' generate; vLLM, "
@@ -169,7 +186,7 @@ class MRTPOTrainer(GRPOTrainer):
             self.teacher = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval().requires_grad_(False)
             if self.args.bf16:
                 self.teacher.to(torch.bfloat16)
-        self.z_blocks = z_blocks
+        self.z_blocks, self.check_regions = z_blocks, check_regions
         self._generation_entropy: list[torch.Tensor] = []  # per generate call of this step: (B, positions)
         self.replay_forwards = 0  # sequences replayed so far (tests count them)
         self.pending_profiles: list[dict] = []  # written by ProfileWriter at the end of the step
@@ -261,11 +278,15 @@ class MRTPOTrainer(GRPOTrainer):
             self._log_relevance(q, mask, need[local], rewards[local], out["completion_ids"], entropy)
         if args.advantage == "shuffled":
             generator = torch.Generator().manual_seed(args.seed * 1_000_003 + self.state.global_step * 101 + local.start)
+        region = self._region_indicator(mask) if self.reads_regions else None
         adv, stats = mrtpo_advantages(
             rewards, self.num_generations, scheme, local, reward_weights=self.reward_weights.to(rewards.device),
-            saw=args.saw, mask=mask, q=q, entropy=entropy, beta=beta, bound=args.bound, generator=generator,
-            reduce_sum=lambda x: self.accelerator.reduce(x, reduction="sum"),
+            saw=args.saw, mask=mask, q=q, entropy=entropy, region=region, region_blend=args.region_blend, beta=beta,
+            bound=args.bound, generator=generator, reduce_sum=lambda x: self.accelerator.reduce(x, reduction="sum"),
         )
+        if region is not None:  # the placement those weights used ('region': the blend's end, lambda = 1)
+            blend = 1.0 if args.advantage == "region" else args.region_blend
+            self._log_region_ratio(placement(region, mask, q, blend), region, mask, need[local])
         if stats:
             metrics["mrtpo/beta_t"].append(beta)  # the warmed-up value beta_t, not the setting mrtpo_beta
             metrics["mrtpo/s"].append(stats["s"])
@@ -286,6 +307,17 @@ class MRTPOTrainer(GRPOTrainer):
         if h.shape[1] < T:  # completions padded beyond the generated length (pad_to_multiple_of): masked anyway
             h = torch.nn.functional.pad(h, (0, T - h.shape[1]))
         return h[:, :T].to(mask.device) * mask
+
+    def _region_indicator(self, mask: torch.Tensor) -> torch.Tensor:
+        """(B, K, T) indicator of each reward's check region on this process's responses: ``check_regions`` (through
+        ``replay.safe_z_blocks``: a response it fails on gets no region, i.e. uniform weights) mapped onto the tokens
+        by ``diagnostics.region_indicator``, as the localisation metric maps them."""
+        sc = self._scored
+        regions, errors = safe_z_blocks(self.check_regions, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
+        if errors is not None:
+            self._metrics["train"]["mrtpo/check_region_errors"].append(errors)
+        names = self.reward_func_names
+        return region_indicator(self._tokenizer, sc.completion_ids, regions, names, mask.shape[1]).to(mask.device)
 
     def _relevance(self, out: dict, need: torch.Tensor, joint: bool) -> torch.Tensor:
         """q of this process's responses (``mrtpo.replay.relevance``), with this trainer's tokenisation."""
@@ -343,58 +375,3 @@ class MRTPOTrainer(GRPOTrainer):
         loss = distillation_loss(student, teacher, mask, args.opsd_divergence, args.opsd_top_k, args.opsd_clip)
         self._metrics["train"]["opsd/divergence"].append(float(loss.detach()))
         return loss / self.current_gradient_accumulation_steps
-
-    # -- logs ------------------------------------------------------------------------------------------------
-    def _log_reward_variance(self, rewards: torch.Tensor, need: torch.Tensor) -> None:
-        """Per reward: share of groups with non-zero std and, when replaying, the replay rate over the pairs that
-        exist (``advantages.replay_rate``, PAPER.md §7); over all rewards: that rate, rewards applying, effective K."""
-        metrics = self._metrics["train"]
-        G, B = self.num_generations, need.shape[0]
-        groups_vary = need.reshape(-1, G, need.shape[1]).any(dim=1).float()
-        applicable = ~torch.isnan(rewards)
-        replays = self.args.advantage in REPLAYING
-        for k, name in enumerate(self.reward_func_names):
-            metrics[f"mrtpo/{name}/frac_groups_nonzero_std"].append(groups_vary[:, k].mean().item())
-            if replays:
-                metrics[f"mrtpo/{name}/frac_replayed"].append(replay_rate(need[:, k].sum(), applicable[:, k].sum(), B)[0])
-        if replays:
-            rate, applying, effective_k = replay_rate(need.sum(), applicable.sum(), B)
-            metrics["mrtpo/frac_replayed"].append(rate)
-            metrics["mrtpo/rewards_applying"].append(applying)
-            metrics["mrtpo/effective_k"].append(effective_k)
-
-    def _log_relevance(self, q, mask, need, rewards, completion_ids, entropy=None) -> None:
-        """Mean q and 80%-concentration per reward over replayed responses, reward-specificity (median
-        cross-reward correlation of q on a response, median correlation of q with the token entropy; issue 18);
-        queue ``profile_samples`` profiles.
-
-        A saved profile holds what the localisation notebooks need to map q onto the verifiers' check
-        regions: the example's columns, the completion text and ids, the rewards, q per reward and the entropy.
-        """
-        metrics = self._metrics["train"]
-        names = self.reward_func_names if q.shape[1] == len(self.reward_func_names) else ["joint"]
-        for k, name in enumerate(names):
-            rows = need[:, k] if q.shape[1] > 1 else need.any(1)
-            if rows.any():
-                qk, mk = q[rows, k], mask[rows]
-                metrics[f"mrtpo/{name}/q_mean"].append(float((qk * mk).sum() / mk.sum().clamp_min(1)))
-                conc = concentration(qk, mk)
-                if not torch.isnan(conc).all():
-                    metrics[f"mrtpo/{name}/concentration80"].append(float(torch.nanmean(conc)))
-        profiled = (need if q.shape[1] > 1 else need.any(1, keepdim=True)) & (q * mask.unsqueeze(1)).sum(-1).gt(0)
-        corr = median_correlations(specificity(q, mask, profiled, entropy), names)
-        for key, value in corr.items():
-            if isinstance(value, float) and value == value:  # medians only, and only defined ones (not NaN)
-                figure, _, reward = key.partition("/")  # "entropy_corr/<reward>" is logged under the reward
-                metrics[f"mrtpo/{reward}/{figure}" if reward else f"mrtpo/{figure}"].append(value)
-        for j in range(min(self.args.profile_samples, q.shape[0])):
-            T = int(mask[j].sum())
-            example: dict[str, Any] = {key: v for key, v in self._scored.inputs[j].items()
-                                       if key not in ("completion", "completion_ids")}
-            self.pending_profiles.append({
-                "step": self.state.global_step, "example": example, "completion": self._scored.completions[j],
-                "completion_ids": completion_ids[j, :T].tolist(),
-                "rewards": dict(zip(self.reward_func_names, [None if r != r else float(r) for r in rewards[j].tolist()])),
-                "q": {name: q[j, k, :T].tolist() for k, name in enumerate(names)},
-                **({"entropy": entropy[j, :T].tolist()} if entropy is not None else {}),
-            })

@@ -47,7 +47,7 @@ length_table, length_verdicts = claims.length_change(lengths)
 # ## Verdicts
 #
 # First: has GDPO's curve flattened — the slope of its per-step training reward over the last 20% of the steps,
-# with a 95% bootstrap interval over seeds? Then, per method: the share of the window it saves in reaching GDPO's
+# with a 95% t interval over seeds? Then, per method: the share of the window it saves in reaching GDPO's
 # final value (the mean over its last 10% of steps) of the same seed, with its interval over seeds, against the paper's 0.4.
 
 # %%
@@ -69,7 +69,7 @@ plots.save(fig, f"fig5_reward_{task}_{model}")
 #
 # The paper: responses shorten from about 330 to 130–150 tokens in 100 steps. Ours are far shorter, so the
 # change is relative: the mean length over the last 10 steps over that of the first 10, minus 1, per run, with
-# a 95% bootstrap interval over seeds, against the paper's. Beside each arm, its fixed-length control
+# a 95% t interval over seeds, against the paper's. Beside each arm, its fixed-length control
 # (`+constlen`: the loss divided by a constant instead of each response's length, which removes the token-mean
 # loss's pull toward short responses; the arms page explains the choice), where those runs exist: the control's
 # change minus the arm's, paired over the seeds both share. Above 0, the loss's normaliser explains part of the

@@ -32,7 +32,7 @@ convergence_steps = 300  # claims.LONG_STEPS; the long runs of question 6 (bench
 import pandas as pd
 from IPython.display import Markdown
 
-from mrtpo import claims, evidence, open_questions, plots, report
+from mrtpo import beta_sweep, claims, evidence, multiplicity, open_questions, plots, report
 
 plan = report.check_model(task, model)
 metric = report.answer_metric(task)
@@ -51,7 +51,7 @@ per_task = {t: arms(["grpo", "gdpo", "mrtpo", "opsd"], t) for t in tasks}
 # The paper: localisation is only about 3x uniform, and most of the shift lands in the reasoning, not where the
 # checker reads. Per task and reward (MRTPO's saved relevance profiles, seeds pooled): the region's share of the
 # shift and of the tokens, the check-region ratio (PAPER.md §7: the ratio of those pooled shares; 1 = uniform)
-# with its bootstrap interval over profiles, the concentration (0.8 / the share of tokens holding 80% of the
+# with its bootstrap interval over seeds (each seed's profiles resampled together), the concentration (0.8 / the share of tokens holding 80% of the
 # shift) and the reasoning's (`<think>`) share of the shift.
 
 # %%
@@ -67,7 +67,7 @@ for t in tasks:
     print(open_questions.shift_sentence(shift[shift["task"] == t], t))
 named["reward"] = named["task"] + " / " + named["reward"]
 fig = plots.interval_bars(named, "reward", reference=1.0, ylabel="check-region ratio (1 = uniform)",
-                          title="where the shift lands, per reward (95% intervals over profiles)")
+                          title="where the shift lands, per reward (95% intervals over seeds)")
 plots.save(fig, f"open_questions_regions_{model}")
 
 # %% [markdown]
@@ -79,7 +79,8 @@ plots.save(fig, f"open_questions_regions_{model}")
 
 # %%
 beta_arms = {arm: evidence.finished(task, arm, model, steps) for arm in (f"beta {b:g}" for b in betas)}
-beta_table, beta_verdicts = evidence.beta_table(beta_arms, metric)
+family = multiplicity.book_family(model)  # the book's comparisons: Holm's correction is over all of them
+beta_table, beta_verdicts = beta_sweep.beta_table(beta_arms, metric, adjusted=multiplicity.adjusted(family, task))
 display(beta_table.round(3).set_index("beta"))
 display(beta_verdicts.drop(columns=["diff", "lo", "hi"], errors="ignore").set_index("comparison"))
 beta_runs = [r for runs in beta_arms.values() for r in runs]
@@ -107,7 +108,7 @@ for t in tasks:
     print(f"{t}:")
     display(evidence.cost_gain(ablation, report.answer_metric(t), paper_table))
     replay_gain.append(evidence.verdict_table(ablation, [("mrtpo", "joint"), ("joint", "gdpo")], report.answer_metric(t),
-                                              paper_table).assign(task=t))
+                                              paper_table, adjusted=multiplicity.adjusted(family, t)).assign(task=t))
 replay_gain = pd.concat(replay_gain, ignore_index=True) if replay_gain else pd.DataFrame(columns=["task", "comparison"])
 display(replay_gain.drop(columns=["diff", "lo", "hi"], errors="ignore").set_index(["task", "comparison"]))
 for t, rows in replay_gain.groupby("task", sort=False):
@@ -117,8 +118,8 @@ for t, rows in replay_gain.groupby("task", sort=False):
 # ## 4 and 5. Localisation against gain across tasks, and the replay rate per task (effective K)
 #
 # The paper: tool calling localises best (about 6x) and gains least. Per task: MRTPO − GDPO with its interval
-# beside the check-region ratio (the mean over the rewards whose region holds at most half the tokens, as the
-# dose-response page) and the concentration; then the replay rate over the response–reward pairs that exist,
+# beside the check-region ratio (pooled over the rewards whose region holds at most half the tokens, PAPER.md §7,
+# as the dose-response page) and the concentration; then the replay rate over the response–reward pairs that exist,
 # and effective K (PAPER.md §7), over every MRTPO seed.
 
 # %%
@@ -126,7 +127,7 @@ gains = open_questions.gain_beside_localisation(per_task)
 display(gains[["task", "metric", "seeds", "mrtpo − gdpo (95% interval)", "sign", "check-region ratio",
                "concentration (x)"]].round(2).set_index("task"))
 print(open_questions.localisation_gain_sentence(gains))
-print("The ratio averages the rewards whose region holds at most half the tokens: "
+print("The ratio pools the rewards whose region holds at most half the tokens: "
       + "; ".join(f"{t}: {names or 'none'}" for t, names in zip(gains["task"], gains["ratio over"])) + ".")
 rates = pd.DataFrame([{"task": t, "MRTPO seeds": len(per_task[t]["mrtpo"]), **report.replay_rates(report.metrics(per_task[t]["mrtpo"]))}
                       for t in tasks if per_task[t]["mrtpo"]] or {"task": []}).set_index("task")
@@ -192,8 +193,12 @@ for t in tasks:
     print(open_questions.sign_flip_sentence(flips, t, "MRTPO − GDPO"))
 
 # %% [markdown]
-# **Reading the answers.** Every interval is over the seeds the arms share (and the evaluation prompts, where the
-# run folders have them), widened to the paired t interval where that is wider; with one shared seed a difference
-# is never called. The localisation intervals resample saved profiles, so they hold the profiles' sampling noise
-# and not the spread between seeds. Across tasks (question 4) everything that differs between the tasks differs
-# at once; the [dose-response page](dose_response.ipynb) changes only the localisation, on one task at a time.
+# **Reading the answers.** Every interval of a difference is the paired t interval over the seeds the arms share
+# (the runs share their evaluation prompts, so only seeds and the sampling within prompts vary); with one shared
+# seed a difference is never called, and an interval that holds 0 is no evidence of no difference, only that the
+# runs cannot tell. The verdicts of questions 2 and 3 call a gap only where the p adjusted over the book's family
+# of comparisons (the landing page) is below 0.05; the other questions' intervals are at 0.05 each, outside the
+# family, and mark only where an interval excludes 0. The localisation intervals resample seeds, each with all its saved
+# profiles, so they hold the spread between seeds (coarsely: three seeds give few distinct resamples). Across tasks
+# (question 4) everything that differs between the tasks differs at once; the
+# [dose-response page](dose_response.ipynb) changes only the localisation, on one task at a time.

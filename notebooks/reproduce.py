@@ -67,7 +67,7 @@ model = "tiny"
 # %%
 from IPython.display import Markdown
 
-from mrtpo import plots, power_analysis, report
+from mrtpo import multiplicity, plots, power_analysis, report
 from mrtpo.results import runs_table
 
 runs = runs_table()
@@ -96,13 +96,18 @@ plots.save(fig, f"reproduce_train_time_{model}")
 # an upper bound when common seeds make the arms move together), the power of a two-sided paired t-test at the
 # seeds both arms share for a difference of 0.05 and for the paper's own gap, the smallest difference it detects
 # with 80% power at those seeds and at 3, the seeds 0.05 needs, and the training time of both arms' runs.
+# Power is exact for normal differences: the paired t statistic is noncentral t (`significance.power`, integrated
+# numerically; it is never below 0.05, the test's level). It rests on an sd measured with n − 1 degrees of freedom
+# (2 at 3 seeds), itself uncertain: "sd 95% interval" is its chi-square interval, and the power beside it is the
+# power at that interval's ends (the high sd gives the low power).
 # The grid (`benchmarks/book_runs.py`, section "powered") trains GDPO and MRTPO up to the seeds 0.05 needs for
 # each main table's MRTPO − GDPO where its sd is paired (at most 16 seeds per arm): the sd decides how many seeds,
 # never the difference itself.
 
 # %%
 power = power_analysis.book_power(model)
-short = {"seeds": "seeds", "sd of the difference": "sd", "power for 0.05 now": "power (0.05)",
+short = {"seeds": "seeds", "sd of the difference": "sd", "sd 95% interval": "sd 95% interval (n − 1 df)",
+         "power for 0.05 now": "power (0.05)", "power for 0.05 now (sd interval)": "power (0.05) over the sd interval",
          "power for the paper's difference now": "power (paper's gap)", "detectable now": "detectable",
          "detectable at 3 seeds": "detectable (3 seeds)",
          "seeds for 0.05 at 80% power": "seeds for 0.05", "train hours": "hours"}
@@ -110,6 +115,18 @@ for page, rows in power.groupby("page", sort=False):  # one table per page: all 
     display(Markdown(f"**{page}** (spread: {'; '.join(rows['measured'].unique())})"))
     display(rows.set_index("comparison")[list(short)].rename(columns=short).round(3))
 print(power_analysis.book_power_sentence(power))
+
+# %% [markdown]
+# ## The family of comparisons
+#
+# The same comparisons, tested together (`multiplicity`): each distinct (task, A − B) once, its two-sided paired t
+# p over the shared seeds, raw and adjusted by Holm's step-down method over every comparison with a test. A result
+# page calls a difference a gap only when its adjusted p is below 0.05 (the landing page explains the family).
+
+# %%
+family = multiplicity.book_family(model)
+display(multiplicity.family_view(family).set_index(["task", "comparison"]))
+print(multiplicity.family_sentence(family))
 
 # %% [markdown]
 # **Reading the numbers.** A run folder written before evaluation time was recorded has none, so where the count

@@ -20,8 +20,11 @@
 # for 100 steps and reports the six-benchmark average execution accuracy (mean ± std over 3 seeds).
 # Here the default is the embedded tiny policy on synthetic text-to-SQL; `-p model 7b` runs the paper's
 # configuration where the weights are available. Beside the paper's arms: OPSD (its Table 1 baseline) and the
-# entropy-weighted control (MRTPO's weights from the policy's token entropy, no replay: is relevance more than
-# uncertainty?).
+# entropy-weighted control: one variant of entropy credit, a symmetric within-response weighting of every reward's
+# advantage by the sampling policy's token entropy (w_t = (1 − β) + β h_t / h̄, the same for correct and wrong
+# responses, no replay). It asks whether relevance is more than this one form of uncertainty; it does not test
+# entropy-based token credit in general (GTPO, arXiv 2508.04349, normalises entropy across the group and treats
+# correct and wrong responses differently).
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 3b, 7b; "smoke" is the test suite's size
@@ -33,22 +36,27 @@ task = "sql"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 
 # %%
-from mrtpo import evidence, power_analysis, report
+from mrtpo import evidence, multiplicity, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
 paper = report.paper("table1_text_to_sql")
 metric = report.answer_metric(task)
 comparisons = evidence.book_comparisons("table1_text_to_sql", task)
-verdicts = evidence.verdict_table(arms, comparisons.pairs, metric, comparisons.paper_table, comparisons.paper_metric)
+family = multiplicity.book_family(model)  # every comparison the book reports: Holm's correction is over all of them
+verdicts = evidence.verdict_table(arms, comparisons.pairs, metric, comparisons.paper_table, comparisons.paper_metric,
+                                  adjusted=multiplicity.adjusted(family, task) if dial is None else None)
 
 # %% [markdown]
 # ## Verdicts
 #
-# Each difference over the seeds both arms share, with a 95% paired interval: a bootstrap over seeds and
-# evaluation prompts (over seeds only where the run folders lack per-prompt results), widened to the paired t
-# interval over the per-seed differences where that is wider (at three seeds the bootstrap alone spans about the
-# range of the three differences, too narrow); a gap is a gap only when its interval excludes 0. The paper's gaps are in points on real benchmarks, ours on a 0–1 scale.
+# Each difference over the seeds both arms share, with its 95% paired t interval over the per-seed differences
+# (every run is scored on the same evaluation prompts, so only the seeds and the sampling within prompts vary) and
+# the paired t-test's p, raw and adjusted by Holm's method over the book's whole family of comparisons (listed on
+# the landing page): a difference is a gap only when its interval excludes 0 and its adjusted p is below 0.05. A
+# difference that is not a gap is "not distinguishable at this power", with the difference the seeds would detect
+# with 80% power; it is no evidence that the arms are equal. The paper's gaps are in points on real benchmarks,
+# ours on a 0–1 scale.
 
 # %%
 display(verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
@@ -69,8 +77,12 @@ display(evidence.main_view(table, paper[paper.metric == "six-benchmark avg execu
 # %% [markdown]
 # ## Noise and power
 #
-# Seed-to-seed spread against the evaluation's own noise, per arm; then, per comparison, the difference the
-# seeds present can detect (paired t-test, 80% power) and the seeds a difference of 0.05 needs.
+# Seed-to-seed spread against the evaluation's own noise, per arm: every run is scored on the same prompts, so
+# the evaluation noise that differs between runs is the sampling of responses within each prompt (estimated from
+# each prompt's samples; "binomial, upper bound" for a folder without per-prompt results). Then, per comparison,
+# the difference the seeds present can detect (paired t-test, 80% power, noncentral t) and the seeds a difference
+# of 0.05 needs, from an sd measured with n − 1 degrees of freedom (its chi-square interval, and the power at its
+# ends, beside it).
 
 # %%
 display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
@@ -79,8 +91,8 @@ display(power.round(3).set_index("comparison"))
 print(power_analysis.power_sentence(power))
 
 # %% [markdown]
-# **Reading the page.** The verdicts come from the intervals, not from the means: a mean difference whose
-# interval holds 0 is no evidence either way, whatever its sign. Where only one seed is shared, there is no
+# **Reading the page.** The verdicts come from the intervals and the family's adjusted p, not from the means: a
+# mean difference whose interval holds 0 is no evidence either way, whatever its sign. Where only one seed is shared, there is no
 # seed-to-seed interval at all (the run folders committed before per-prompt results were stored give no
 # prompt-level one either), and the power table says how many seeds the book would need. Nothing here was
 # tuned toward the paper's numbers.

@@ -44,8 +44,9 @@ verdicts = localisation.localisation_verdicts(loc)
 # %% [markdown]
 # ## Verdicts
 #
-# Each of the paper's rows against ours: the pooled ratio with a 95% interval from a bootstrap over the saved
-# profiles (the seeds pooled); "reproduced" when the interval lies above 1 (the shift favours the checker's
+# Each of the paper's rows against ours: the pooled ratio with a 95% interval from a bootstrap over the seeds,
+# each seed's saved profiles resampled together (over the profiles only where one seed has them: "interval
+# over"); "reproduced" when the interval lies above 1 (the shift favours the checker's
 # region) and reaches the paper's ratio, "weaker than claimed" when it lies above 1 but below the paper's ratio,
 # "contradicted" when below, "not reproduced" when it holds 1 but excludes the paper's ratio.
 
@@ -62,7 +63,8 @@ table["label"] = table["label"].str.split(":").str[-1]  # the constraint's name 
 view = table.assign(**{"shift %": 100 * table["shift share"], "token %": 100 * table["token share"],
                        "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="")
                                                 for r, lo, hi in zip(table["ratio"], table["lo"], table["hi"])]})
-display(view[["label", "state", "profiles", "seeds", "shift %", "token %", "ratio (95% interval)", "concentration80"]]
+display(view[["label", "state", "profiles", "seeds", "shift %", "token %", "ratio (95% interval)", "interval over",
+              "concentration80"]]
         .round(2).set_index(["label", "state"]))
 
 # %%
@@ -83,8 +85,9 @@ if shown is not None:
 # %% [markdown]
 # **Reading the table.** A ratio near 1 for a region that covers most of the response (bullet lines, whole-
 # response checks) says nothing: the region is the response. The informative rows are small regions (end
-# phrase, title, keywords); the paper's largest ratio is on such a row. The intervals resample profiles, not
-# seeds: they hold the sampling noise of the profiles, not the seed-to-seed spread of the runs.
+# phrase, title, keywords); the paper's largest ratio is on such a row. The intervals resample seeds, each with
+# all its profiles: a seed's profiles come from one run, so resampling them one by one would leave out the
+# seed-to-seed spread. With three seeds such a bootstrap has few distinct resamples, and its interval is coarse.
 #
 # The instruction-following warm-up edits exactly these regions when a constraint's block is absent
 # (`mrtpo.tasks.warmup.IF_VIOLATIONS`), so at the tiny scale any row above 1 is partly designed.

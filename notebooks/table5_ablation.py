@@ -18,10 +18,12 @@
 #
 # GDPO, MRTPO (per-reward leave-one-out replay, K_x extra forwards), joint replay (one profile from P_all vs
 # P_0, one extra forward), shuffled positions (MRTPO's weight values at random positions), the entropy-weighted
-# control (MRTPO's weights from the sampling policy's token entropy, shared by all rewards: no replay at all),
+# control (a symmetric within-response weighting by the sampling policy's token entropy, shared by all rewards and
+# the same for correct and wrong responses: no replay at all),
 # SAW alone (GDPO + SAW) and MRTPO + SAW. PAPER.md §6.3: of the paper's 1.60-point gain, 1.01 already comes from joint replay; so the
-# table shows each arm's cost beside its gain, and the entropy arm asks whether relevance is more than
-# uncertainty.
+# table shows each arm's cost beside its gain, and the entropy arm asks whether relevance is more than this one
+# form of uncertainty (one variant only: entropy credit that normalises across the group or treats correct and
+# wrong responses differently, as GTPO does, is not tested by it).
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 7b (the paper's ablation model); "smoke" for tests
@@ -36,12 +38,13 @@ methods = ["gdpo", "mrtpo", "joint", "shuffled", "entropy", "gdpo+saw", "mrtpo+s
 # %%
 import pandas as pd
 
-from mrtpo import evidence, plots, power_analysis, report
+from mrtpo import evidence, multiplicity, plots, power_analysis, report
 from mrtpo.models import TINY_SIZES
 
 tasks = tasks or (["sql", "tool", "if"] if model in TINY_SIZES else ["sql"])
 plan = report.check_model(tasks[0], model)
 verdicts, noise, power, costs = [], [], [], {}
+family = multiplicity.book_family(model)  # every comparison the book reports: Holm's correction is over all of them
 for task in tasks:
     comparisons = evidence.book_comparisons("table5_ablation", task)
     arms = evidence.arm_runs(task, [m for m in methods if m in comparisons.arms], model, seeds, steps, force)
@@ -50,7 +53,8 @@ for task in tasks:
     # headline: the synthetic test split at temperature 1 (tiny); the first benchmark, greedy (real scale)
     bench, decoding = evals.benchmark.iloc[0], ("temp1" if "temp1" in set(evals.decoding) else "greedy")
     verdicts.append(evidence.verdict_table(arms, comparisons.pairs, metric, comparisons.paper_table, comparisons.paper_metric,
-                                           benchmark=bench, decoding=decoding).assign(task=task))
+                                           benchmark=bench, decoding=decoding,
+                                           adjusted=multiplicity.adjusted(family, task)).assign(task=task))
     costs[task] = evidence.cost_gain(arms, metric, comparisons.paper_table, "gdpo", bench, decoding)
     noise.append(power_analysis.noise_table(arms, metric, bench, decoding).assign(task=task))
     power.append(power_analysis.power_table(arms, comparisons.pairs, metric, benchmark=bench, decoding=decoding).assign(task=task))
@@ -62,11 +66,13 @@ verdicts, noise, power = (pd.concat(t, ignore_index=True) for t in (verdicts, no
 # %% [markdown]
 # ## Verdicts
 #
-# Each difference over the seeds both arms share, with a 95% paired interval: a bootstrap over seeds and
-# evaluation prompts (over seeds only where the run folders lack per-prompt results), widened to the paired t
-# interval over the per-seed differences where that is wider (at three seeds the bootstrap alone spans about the
-# range of the three differences, too narrow); a gap is a gap only when its interval excludes 0. The paper's
-# Table 5 is text-to-SQL only. "mrtpo − entropy" answers whether MRTPO beats entropy weighting, and the
+# Each difference over the seeds both arms share, with its 95% paired t interval over the per-seed differences
+# (every run is scored on the same evaluation prompts, so only the seeds and the sampling within prompts vary) and
+# the paired t-test's p, raw and adjusted by Holm's method over the book's whole family of comparisons (listed on
+# the landing page): a difference is a gap only when its interval excludes 0 and its adjusted p is below 0.05. A
+# difference that is not a gap is "not distinguishable at this power", with the difference the seeds would detect
+# with 80% power; it is no evidence that the arms are equal. The paper's
+# Table 5 is text-to-SQL only. "mrtpo − entropy" answers whether MRTPO beats this one entropy weighting, and the
 # sub-verifier rows (text-to-SQL's execution reward split into its four checks, each its own reward and Z_k)
 # whether finer rewards change either method: comparisons the paper did not make.
 
@@ -90,6 +96,9 @@ for task, cost in costs.items():
 
 # %% [markdown]
 # ## Noise and power
+#
+# As on the main tables: each arm's seed spread against the sampling of responses within the shared evaluation
+# prompts; each comparison's power (noncentral t) from an sd with n − 1 degrees of freedom, its interval beside it.
 
 # %%
 display(noise.round(3).set_index(["task", "method"]))

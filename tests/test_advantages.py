@@ -14,6 +14,7 @@ from mrtpo.advantages import (
     gdpo_advantages,
     group_normalize,
     grpo_advantages,
+    placement,
     replay_needed,
     replay_rate,
     saw_weights,
@@ -216,10 +217,11 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
     mask = (torch.arange(T) < torch.randint(1, T + 1, (B, 1), generator=g)).float()
     q = torch.rand(B, 3 if method != "joint" else 1, T, generator=g)
     entropy = torch.rand(B, T, generator=g) * 2
+    region = (torch.rand(B, 3, T, generator=g) < 0.4).float()
     local = slice(G, 3 * G)
     weights = torch.tensor([1.0, 0.5, 2.0])[: rewards.shape[1]]
     got, stats = mrtpo_advantages(rewards, G, method, local, reward_weights=weights, saw=saw, mask=mask[local],
-                                  q=q[local], entropy=entropy[local], beta=0.6,
+                                  q=q[local], entropy=entropy[local], region=region[local], beta=0.6,
                                   generator=torch.Generator().manual_seed(3))
     if method == "grpo":
         assert torch.equal(got, grpo_advantages(rewards, G)[local]) and stats == {}
@@ -233,6 +235,8 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
         w = uniform_weights(mask[local], rewards.shape[1])
     elif method == "entropy":
         w = token_weights(entropy[local].unsqueeze(1), mask[local], 0.6)
+    elif method == "region":
+        w = token_weights(placement(region[local], mask[local]), mask[local], 0.6)
     else:
         w = token_weights(q[local], mask[local], 0.6)
         if method == "shuffled":
@@ -303,3 +307,62 @@ def test_entropy_arm_follows_entropy_and_flat_entropy_gives_gdpo():
     shared, _ = token_advantages(A_k, entropy_weights(ent, mask, 0.5), mask)
     per_reward, _ = token_advantages(A_k, token_weights(ent.unsqueeze(1).expand(-1, 3, -1), mask, 0.5), mask)
     assert torch.allclose(shared, per_reward, atol=1e-6)
+
+
+def region_batch(seed=8, B=12, K=3, T=9):
+    """A ragged mask, relevance q, and a check-region indicator with the edge cases: a response whose reward k has
+    no region, one whose region is the whole response (and spills into padding), and a pair with q = 0."""
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(T) < torch.randint(2, T + 1, (B, 1), generator=g)).float()
+    q = torch.rand(B, K, T, generator=g)
+    q[3, 2] = 0.0  # not replayed
+    region = (torch.rand(B, K, T, generator=g) < 0.3).float() * mask.unsqueeze(1)
+    region[0, 0] = 0.0  # no region
+    region[1, 1] = 1.0  # the whole response, padding too
+    mask[2], region[2, 0] = 1.0, 0.0
+    region[2, 0, 1:3] = 1.0  # two tokens of a full-length response
+    return mask, q, region
+
+
+def test_region_weights_keep_the_total_and_are_uniform_without_a_region():
+    """``region``: w = (1 - beta) + beta m / mbar; mean_t w = 1; w = 1 where the region is empty or the whole
+    response; otherwise inside the region w = (1 - beta) + beta / (region's token share) and outside 1 - beta."""
+    mask, _, region = region_batch()
+    w = token_weights(placement(region, mask), mask, 0.5)
+    n = mask.sum(-1)
+    assert torch.allclose((w * mask.unsqueeze(1)).sum(-1) / n.unsqueeze(1), torch.ones(12, 3), atol=1e-6)
+    assert torch.equal(w[0, 0], mask[0]) and torch.equal(w[1, 1], mask[1])
+    assert (w[mask.unsqueeze(1).expand_as(w) == 0] == 0).all()  # padding
+    inside = region[2, 0] == 1
+    assert torch.allclose(w[2, 0][inside], torch.tensor(0.5 + 0.5 * 9 / 2)) and torch.allclose(w[2, 0][~inside], torch.tensor(0.5))
+
+
+def test_placement_dial_runs_from_mrtpo_to_the_region():
+    """lambda = 0: MRTPO's weights; lambda = 1: exactly the region's; in between mean_t w = 1 and the check-region
+    ratio of the placement is linear in lambda (both ends have mean 1 on every response)."""
+    from mrtpo.diagnostics import check_region_ratio, region_sums
+
+    mask, q, region = region_batch()
+    beta = 0.7
+    mrtpo_w, region_w = token_weights(q, mask, beta), token_weights(placement(region, mask), mask, beta)
+    assert torch.allclose(token_weights(placement(region, mask, q, 0.0), mask, beta), mrtpo_w, atol=1e-6)
+    assert torch.equal(token_weights(placement(region, mask, q, 1.0), mask, beta), region_w)
+    half = placement(region, mask, q, 0.5)
+    assert torch.allclose((half * mask.unsqueeze(1)).sum(-1), mask.sum(-1, keepdim=True).expand(-1, 3), atol=1e-5)
+    assert torch.allclose(token_weights(half, mask, beta), ((1 - beta) + beta * half) * mask.unsqueeze(1), atol=1e-6)
+    ratio = {lam: check_region_ratio(region_sums(placement(region, mask, q, lam), region, mask)) for lam in (0, 0.5, 1)}
+    assert ratio[1] > ratio[0] and ratio[0.5] == pytest.approx((ratio[0] + ratio[1]) / 2, rel=1e-5)
+
+
+def test_blend_zero_is_plain_mrtpo_bit_for_bit():
+    """``region_blend`` = 0 skips the blend: plain MRTPO's advantages (and behaviour fingerprint) are unchanged."""
+    from mrtpo.advantages import mrtpo_advantages
+
+    mask, q, region = region_batch()
+    rewards = torch.randint(0, 2, (12, 3), generator=torch.Generator().manual_seed(1)).float()
+    args = dict(mask=mask, q=q, beta=0.5)
+    plain = mrtpo_advantages(rewards, 4, "mrtpo", slice(0, 12), **args)
+    assert torch.equal(mrtpo_advantages(rewards, 4, "mrtpo", slice(0, 12), region=region, region_blend=0.0, **args)[0],
+                       plain[0])
+    blended = mrtpo_advantages(rewards, 4, "mrtpo", slice(0, 12), region=region, region_blend=1.0, **args)
+    assert torch.equal(blended[0], mrtpo_advantages(rewards, 4, "region", slice(0, 12), region=region, **args)[0])

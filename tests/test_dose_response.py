@@ -38,7 +38,9 @@ def test_each_setting_localisation_comes_from_its_rows():
     assert loc.at[("sql", 0.0), "ratio"] == 1.0 and loc.at[("sql", 0.0), "ratio_rewards"] == "format"
     assert loc.at[("sql", 0.0), "concentration80"] == pytest.approx(0.3)
     assert loc.at[("sql", 0.0), "concentration_x"] == pytest.approx(0.8 / 0.3)
-    assert loc.at[("if", 0.5), "ratio"] == 3.0 and loc.at[("if", 0.5), "ratio_rewards"] == "constraint_0, constraint_1"
+    # pooled over the two rewards' shares (each reward's shift counted once): 0.8 / 0.3, not their mean ratio 3
+    assert loc.at[("if", 0.5), "ratio"] == pytest.approx(0.8 / 0.3)
+    assert loc.at[("if", 0.5), "ratio_rewards"] == "constraint_0, constraint_1"
     assert loc.at[("sql", 0.8), "concentration_x"] == pytest.approx(8.0)
 
 
@@ -58,14 +60,14 @@ def test_slope_and_its_bootstrap_interval():
     assert math.isnan(stats.slope([2.0, 2.0], [0.1, 0.3])["slope"]) and math.isnan(stats.slope([1.0], [0.1])["slope"])
 
 
-def test_paired_difference_replicates_are_its_interval_and_shared_by_equal_designs():
+def test_paired_difference_replicates_resample_seeds_and_are_shared_by_equal_designs():
     rng = np.random.default_rng(1)
     a, b = rng.random((3, 8)), rng.random((3, 8))
     out = stats.paired_difference(a, b, n_boot=500, replicates=True)
     assert out["replicates"].shape == (500,)
-    boot = np.percentile(out["replicates"], [2.5, 97.5])  # the interval holds the bootstrap's (and the t interval)
-    assert out["lo"] <= boot[0] + 1e-12 and out["hi"] >= boot[1] - 1e-12
-    # the same seeds and prompts: the same draws, so two settings are resampled jointly
+    d = stats.run_metric(a) - stats.run_metric(b)  # every replicate is a mean of three drawn per-seed differences
+    assert out["replicates"].min() >= d.min() - 1e-12 and out["replicates"].max() <= d.max() + 1e-12
+    # the same seeds: the same draws, so two settings are resampled jointly
     other = stats.paired_difference(a + 0.1, b, n_boot=500, replicates=True)
     assert other["replicates"] == pytest.approx(out["replicates"] + 0.1)
     assert "replicates" not in stats.paired_difference(a, b, n_boot=10)
@@ -89,7 +91,7 @@ def test_a_gain_growing_with_the_ratio_is_found_with_its_interval():
     t = result.table.set_index("setting")
     assert list(t.index) == [0.0, 0.2, 0.5, 0.8] and (t["shared seeds"] == 3).all()
     assert t.at[0.8, "gain"] == pytest.approx(0.2, abs=0.02) and (t["lo"] < t["gain"]).all() and (t["gain"] < t["hi"]).all()
-    assert t.at[0.0, "interval over"] == "seeds × prompts" and t.at[0.0, "mrtpo seeds"] == "0, 1, 2"
+    assert t.at[0.0, "interval over"] == "seeds (paired t)" and t.at[0.0, "mrtpo seeds"] == "0, 1, 2"
     s = result.slopes.set_index("against")
     assert s.at["ratio", "slope"] == pytest.approx(0.05, abs=0.01) and 0 < s.at["ratio", "lo"] < s.at["ratio", "hi"]
     assert s.at["ratio", "points"] == 4 and s.at["ratio", "settings"] == "0, 0.2, 0.5, 0.8"
@@ -118,7 +120,8 @@ def test_not_enough_settings_or_seeds_is_said_and_missing_settings_are_kept():
 
 
 def test_the_rule_of_thumb_is_judged_only_below_both_thresholds():
-    assert D.rule_of_thumb(1.2, 2.0, -0.01, 0.004).startswith("held")
+    # an interval that holds half a point confirms nothing: the runs cannot tell, and say how much they could
+    assert D.rule_of_thumb(1.2, 2.0, -0.01, 0.004, 0.03) == "not distinguishable at this power (detectable: ±0.030)"
     assert D.rule_of_thumb(1.2, 2.0, -0.05, -0.01).endswith("MRTPO below GDPO")
     assert D.rule_of_thumb(1.2, 2.0, 0.01, 0.05).startswith("did not hold")
     assert D.rule_of_thumb(2.5, 2.0, 0.01, 0.05).startswith("does not apply (ratio 2.50x")
@@ -129,8 +132,8 @@ def test_the_rule_of_thumb_is_judged_only_below_both_thresholds():
         D.rule_of_thumb(1.0, 2.0, -0.01, 0.004), D.rule_of_thumb(1.5, 2.5, 0.01, 0.05),
         D.rule_of_thumb(1.8, 2.9, math.nan, math.nan), D.rule_of_thumb(3.0, 5.0, 0.0, 0.1)]})
     assert D.rule_sentence(table) == ("The reader's rule of thumb (below 3x concentration and 2x ratio, about half a point) "
-                                      "applies at settings 0, 0.2, 0.5: held at 0; did not hold at 0.2; not judged "
-                                      "(no interval) at 0.5.")
+                                      "applies at settings 0, 0.2, 0.5: did not hold at 0.2; not distinguishable at this "
+                                      "power at 0; not judged (no interval) at 0.5.")
     assert D.rule_sentence(table.iloc[3:]).endswith("applies at no measured setting.")
 
 
@@ -143,7 +146,7 @@ def test_the_figure_draws_gains_against_the_ratio_and_marks_settings_without_run
     ax_sql, ax_if = fig.axes
     points = [c for c in ax_sql.containers]  # the error bars
     assert len(points) == 1 and len(points[0].lines[0].get_xdata()) == 3
-    assert sorted(points[0].lines[0].get_xdata()) == [1.0, 3.0, 4.0]
+    assert sorted(points[0].lines[0].get_xdata()) == pytest.approx([1.0, 3.0, 4.0])
     assert any("dial 0.2: no runs" in t.get_text() for t in ax_sql.texts)
     assert any(line.get_label().startswith("slope +") for line in ax_sql.lines)
     assert ax_sql.get_title() == "sql: execution_match" and any("no runs" in t.get_text() for t in ax_if.texts)
@@ -163,9 +166,11 @@ def test_localisation_notes_read_back_what_the_benchmark_writes():
     assert got.loc[1].isna().all()
 
 
-def test_a_setting_with_one_arm_trained_shows_its_seeds_and_no_gain():
+def test_a_setting_with_one_arm_trained_shows_its_seeds_and_no_gain(monkeypatch):
     """The grid trains one run at a time: a setting where only GDPO has finished is listed, with no gain."""
     from types import SimpleNamespace
+
+    monkeypatch.setattr(D, "base_reward", lambda arms, metric: (math.nan, 0))  # no training curves here
 
     run = lambda seed: SimpleNamespace(seed=seed)  # noqa: E731  (the fields analyse reads of a Run)
     dial = report.dial_frame(pd.read_csv(io.StringIO(CSV)))
@@ -190,3 +195,28 @@ def test_labels_of_settings_with_close_ratios_stay_apart_and_inside_the_panel():
     frame = ax.get_window_extent(renderer)
     assert len(boxes) == 3 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+
+
+def test_the_dial_moves_the_base_reward_and_the_page_says_so(monkeypatch):
+    """The base's reward at a setting is the first batch of its runs (both arms, every seed), sampled before any
+    update; a table whose settings differ in it says that the slope cannot isolate placement."""
+    frames = {"a": (0.9, 0.8), "b": (0.5, 0.45)}  # (step 1, step 2) of each run's answer reward
+    monkeypatch.setattr(report, "metrics", lambda runs: pd.DataFrame(
+        [{"method": r, "seed": 0, "step": step + 1, "rewards/execution_match/mean": v}
+         for r in runs for step, v in enumerate(frames[r])]))
+    assert D.base_reward({"gdpo": ["a"], "mrtpo": ["b"]}, "execution_match") == (pytest.approx(0.7), 2)
+    assert D.base_reward({"gdpo": [], "mrtpo": []}, "execution_match")[1] == 0
+    # instruction following's constraint_mean: the mean of its slots' rewards, not the summed total
+    monkeypatch.setattr(report, "metrics", lambda runs: pd.DataFrame(
+        {"method": "gdpo", "seed": 0, "step": [1, 2], "reward": [1.5, 1.8], "rewards/constraint_0/mean": [1.0, 0.9],
+         "rewards/constraint_1/mean": [0.5, 0.9]}))
+    assert D.base_reward({"gdpo": ["a"]}, "constraint_mean") == (pytest.approx(0.75), 1)
+    loc = D.setting_localisation(dial_rows())
+    result = D.dose_response("sql", {0.0: gain(0.0), 0.5: gain(0.1, seed=1)}, loc, base={0.0: 0.871, 0.5: 0.188})
+    t = result.table.set_index("setting")
+    assert t.at[0.0, "base reward"] == 0.871 and math.isnan(t.at[0.2, "base reward"])
+    assert result.verdict.endswith("The dial moves the base's quality with the dose: its reward on the first batch "
+                                   "(step 1, before any update) is 0.871 / 0.188 at settings 0, 0.5, so the gain is "
+                                   "measured from bases of different quality and its slope on the ratio cannot isolate "
+                                   "the placement of the advantage.")
+    assert D.base_sentence(t.reset_index().iloc[:1]) == ""

@@ -283,3 +283,18 @@ def test_constlen_is_dr_grpo_and_the_z_blocks_source_is_the_key(dirs, capsys):
         E.run("sql", "mrtpo", z_blocks="test_experiments:custom_z_blocks", **SMOKE)
     with pytest.raises(SystemExit, match="MODULE:FUNCTION"):
         main(["eval", "--task", "sql", "--method", "mrtpo", "--z-blocks", "no_colon"])
+
+
+def test_region_blend_names_its_folder_and_leaves_other_keys_alone():
+    """The placement dial is part of the arm (folder name, tables) and of the key only when set: every run without
+    it keeps its hash (``OPTIONAL_FIELDS``); 1 and 1.0 are one setting; only mrtpo has the dial."""
+    plain, ident = E.locate(E.resolve("sql", "mrtpo", **SMOKE))[2], E.identity(E.resolve("sql", "mrtpo", **SMOKE))
+    blended = E.locate(E.resolve("sql", "mrtpo", **SMOKE, region_blend=0.5))[2]
+    assert "region_blend" not in ident["config"] and blended.name.startswith("mrtpo-blend0.5-beta0.5-")
+    assert plain.name.split("-")[-1] != blended.name.split("-")[-1]
+    assert E.locate(E.resolve("sql", "mrtpo", **SMOKE, region_blend=1))[1] == E.locate(E.resolve("sql", "mrtpo", **SMOKE, region_blend=1.0))[1]
+    assert E.trainer_config(E.resolve("sql", "mrtpo", **SMOKE, region_blend=0.5), Path("unused")).region_blend == 0.5
+    assert E.locate(E.resolve("sql", "region+saw", **SMOKE))[2].name.startswith("region+saw-beta0.5-")
+    for method, blend in (("gdpo", 0.5), ("region", 0.5), ("mrtpo", 1.5)):
+        with pytest.raises(config.BadRequest, match="region_blend"):
+            E.resolve("sql", method, **SMOKE, region_blend=blend)

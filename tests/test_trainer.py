@@ -35,6 +35,12 @@ def z_blocks(prompts, completions, completion_ids=None, hint=None, **kw):
     return [{"parity": f"length {len(c) % 2}", "has_a": h, "constant": "always one"} for c, h in zip(completions, hint)]
 
 
+def read_regions(prompts, completions, completion_ids=None, **kw):
+    """Check regions: parity reads the first half of the text, has_a all of it (uniform), constant nothing."""
+    texts = [c[-1]["content"] for c in completions]
+    return [{"parity": [(0, len(t) // 2)], "has_a": [(0, len(t))], "constant": []} for t in texts]
+
+
 def dataset(n=8):
     return Dataset.from_list(
         [{"prompt": [{"role": "user", "content": f"Which city {i} ?"}], "hint": f"city {i}"} for i in range(n)]
@@ -52,7 +58,7 @@ def make_trainer(policy, tmp_path, advantage="mrtpo", steps=2, seed=0, **overrid
     args.update(overrides)
     return MRTPOTrainer(
         model=path, processing_class=tok, reward_funcs=[parity, has_a, constant], train_dataset=dataset(),
-        args=MRTPOConfig(**args), z_blocks=z_blocks,
+        args=MRTPOConfig(**args), z_blocks=z_blocks, check_regions=read_regions,
     )
 
 
@@ -357,3 +363,75 @@ def test_logged_replay_rate_divides_by_the_pairs_that_exist():
     assert logged["mrtpo/a/frac_replayed"] == 1.0 and logged["mrtpo/b/frac_replayed"] == 1.0  # b: 2 of its 2 pairs
     assert logged["mrtpo/frac_replayed"] == 1.0 and logged["mrtpo/rewards_applying"] == 1.5
     assert logged["mrtpo/effective_k"] == 1.5 and logged["mrtpo/b/frac_groups_nonzero_std"] == 0.5
+
+
+@pytest.mark.parametrize("advantage, options", [("region", {}), ("region", {"saw": True}), ("mrtpo", {"region_blend": 0.5})],
+                         ids=["region", "region+saw", "mrtpo-blend0.5"])
+def test_region_placement_trains(smoke_policy, tmp_path, advantage, options):
+    """The positive control and the dial train; the weights place by the check regions (``placement``, mapped onto
+    the tokens by ``diagnostics.region_indicator``), and the check-region ratio of that placement is logged."""
+    from mrtpo.advantages import gdpo_advantages, placement, saw_weights, token_advantages, token_weights
+    from mrtpo.diagnostics import region_indicator
+
+    trainer = make_trainer(smoke_policy, tmp_path, advantage, steps=1, **options)
+    seen = []
+    original = trainer._advantages
+    trainer._advantages = lambda out: seen.append((out, trainer._scored, original(out))) or seen[-1][2]
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 1 and math.isfinite(logs[0]["loss"]) and 0 < logs[0]["mrtpo/s"] <= 1
+    assert (trainer.replay_forwards > 0) == (advantage == "mrtpo")
+    assert logs[0]["mrtpo/parity/region_ratio"] > 1  # the first half holds more than its share of the placement
+    assert logs[0].get("mrtpo/has_a/region_ratio", 1.0) == pytest.approx(1.0)  # the whole response: uniform
+    (out, scored, adv), = seen  # recomputed from its parts (the region method: no q needed)
+    mask = out["completion_mask"].float()
+    region = region_indicator(smoke_policy[1], scored.completion_ids, read_regions(None, scored.completions),
+                              ["parity", "has_a", "constant"], mask.shape[1])
+    assert region[:, 0].sum() > 0 and torch.equal(region[:, 1], mask) and region[:, 2].sum() == 0
+    if advantage == "region":
+        A_k, _ = gdpo_advantages(scored.rewards, 4, reward_weights=saw_weights(scored.rewards) if options else None)
+        want, _ = token_advantages(A_k, token_weights(placement(region, mask), mask, 0.5), mask)
+        assert torch.allclose(adv, want, atol=1e-5)
+
+
+def test_region_needs_its_regions(smoke_policy, tmp_path):
+    path, tok = smoke_policy
+    args = MRTPOConfig(output_dir=str(tmp_path), advantage="region", use_cpu=True, report_to="none", num_generations=4,
+                       per_device_train_batch_size=8)
+    with pytest.raises(ValueError, match="check_regions"):
+        MRTPOTrainer(model=path, processing_class=tok, reward_funcs=[parity], train_dataset=dataset(), args=args)
+    with pytest.raises(ValueError, match="region_blend"):
+        MRTPOConfig(output_dir="x", advantage="joint", region_blend=0.5, use_cpu=True)
+
+
+def test_region_indicator_maps_char_spans_onto_tokens(smoke_policy):
+    """A token is in a region when its decoded characters overlap a span (the localisation metric's mapping)."""
+    from mrtpo.diagnostics import region_indicator
+
+    tok = smoke_policy[1]
+    ids = tok("SELECT name FROM city", add_special_tokens=False)["input_ids"]
+    text = tok.decode(ids)
+    start = text.index("name")
+    eos = ids + [tok.eos_token_id]
+    regions = [{"a": [(start, start + 4)], "b": [(0, len(text))]}, {}]
+    m = region_indicator(tok, [eos, ids[:2]], regions, ["a", "b", "c"], len(eos) + 2)
+    ends = [len(tok.decode(ids[: t + 1])) for t in range(len(ids))]
+    overlaps = [start < end and begin < start + 4 for begin, end in zip([0] + ends, ends)]
+    assert m[0, 0, : len(ids)].bool().tolist() == overlaps and sum(overlaps) >= 1
+    assert m[0, 0, len(ids)] == 0 and (m[0, 1, : len(eos)] == 1).all()  # the whole text: eos included
+    assert m[0, 2].sum() == 0 and m[1].sum() == 0 and (m[0, :, len(eos):] == 0).all()
+
+
+@pytest.mark.parametrize("name", ["sql", "if", "tool"])
+def test_read_regions_is_check_regions_per_response(name):
+    """``Task.read_regions`` (what the runner passes as ``check_regions=``) gives each response the spans
+    ``check_regions`` gives it with its dataset row."""
+    from mrtpo.replay import safe_z_blocks
+    from mrtpo.tasks import get_task
+
+    task = get_task(name)
+    rows = list(task.synthetic(3, seed=0, split="test"))
+    completions = [[{"role": "assistant", "content": task.reference_response(r)}] for r in rows]
+    regions, errors = safe_z_blocks(task.read_regions, rows, [r["prompt"] for r in rows], completions, [[1]] * 3)
+    assert errors is None and regions == [task.check_regions(c, r) for c, r in zip(completions, rows)]
+    assert any(spans for region in regions for reward, spans in region.items() if reward in task.reward_names)

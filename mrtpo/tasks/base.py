@@ -11,7 +11,8 @@ A task knows its data, its verifiers and what each verifier reads; it knows noth
   function, so a notebook can pass its own formulation of Z_k to the trainer in a few lines.
   A reward without an entry has no privileged information and is never replayed.
 * ``check_regions(completion, example) -> dict[str, list[tuple[int, int]]]``: for one response, the
-  character spans ``[start, end)`` of the completion text that each verifier actually reads.
+  character spans ``[start, end)`` of the completion text that each verifier actually reads (``read_regions``:
+  the same with a reward function's signature, what the trainer's ``region`` method takes).
 * ``synthetic(n, seed, split)``: a ``datasets.Dataset`` in the task's record format with a
   conversational ``prompt`` column, for the tiny scale.
 * ``reference_response(example)``: the gold response in the paper's layout
@@ -165,6 +166,14 @@ class Task:
 
     def check_regions(self, completion: str, example: dict) -> dict[str, Spans]:
         raise NotImplementedError
+
+    def read_regions(self, prompts: list, completions: list, completion_ids=None, **columns: Any) -> list[dict[str, Spans]]:
+        """``check_regions`` with a reward function's signature, as the trainer takes it (``MRTPOTrainer``'s
+        ``check_regions=``, like ``z_blocks``): per response, ``{reward name: char spans}`` of what each verifier
+        reads, the example being the response's row of the per-response ``columns``."""
+        rows = [{k: v[j] for k, v in columns.items() if isinstance(v, (list, tuple)) and j < len(v)}
+                for j in range(len(completions))]
+        return [self.check_regions(c, row) for c, row in zip(completions, rows)]
 
     def synthetic(self, n: int, seed: int = 0, split: str = "train"):
         raise NotImplementedError

@@ -1,0 +1,134 @@
+"""Behaviour fingerprints (``mrtpo.fingerprint``): the pinned probes are the current code's, a change of behaviour
+changes them, every committed folder records the current fingerprint, and runs of different behaviour are never
+paired."""
+
+import json
+import shutil
+
+import pytest
+
+from mrtpo import fingerprint as F
+from mrtpo.tasks import TASKS
+
+PROBES = [(task, name) for task in TASKS for name in F.probe_names()]
+
+
+@pytest.mark.parametrize("task,name", PROBES, ids=[f"{t}-{n}" for t, n in PROBES])
+def test_probe_is_pinned(task, name):
+    """A change of behaviour fails here until ``mrtpo fingerprint --write`` pins it under a bumped
+    RESULTS_VERSION (and the affected folders, listed by ``mrtpo runs --stale``, are retrained)."""
+    assert F.pinned()["results_version"] == F.RESULTS_VERSION
+    assert F.run_probe(task, name) == F.pinned()["probes"][task][name], (
+        f"the code's behaviour changed ({task} {name}): bump RESULTS_VERSION, run `mrtpo fingerprint --write`, "
+        "retrain what `mrtpo runs --stale` lists")
+
+
+def test_shared_probe_scores_enough_responses():
+    for task in TASKS:
+        from mrtpo.tasks import get_task
+
+        assert len(F.probe_texts(get_task(task))) >= 200
+
+
+def test_a_changed_reward_changes_the_fingerprint(monkeypatch):
+    """One reward function that scores one response differently gives another shared digest."""
+    from mrtpo.tasks import get_task
+
+    task = get_task("tool")
+    before = F.shared_probe("tool")
+    funcs = task.reward_funcs()
+
+    def changed(prompts, completions, **columns):
+        values = funcs[0](prompts, completions, **columns)
+        return [1.0 - values[0]] + values[1:]
+
+    changed.__name__ = funcs[0].__name__
+    monkeypatch.setattr(type(task), "reward_funcs", lambda self: [changed] + funcs[1:])
+    assert F.shared_probe("tool")["rewards"] != before["rewards"]
+
+
+def test_fingerprint_combines_its_probes():
+    probes = {"shared": "s", "method/gdpo": "g", "method/mrtpo": "m", "modifier/saw": "w", "modifier/opsd": "o"}
+    assert F.fingerprint("sql", "gdpo", probes) != F.fingerprint("sql", "mrtpo", probes)
+    assert F.fingerprint("sql", "mrtpo+saw", probes) != F.fingerprint("sql", "mrtpo", probes)
+    assert F.fingerprint("sql", "mrtpo", {**probes, "method/gdpo": "changed"}) == F.fingerprint("sql", "mrtpo", probes)
+    assert F.fingerprint("sql", "gdpo+opsd", {**probes, "modifier/opsd": "x"}) != F.fingerprint("sql", "gdpo+opsd", probes)
+    assert F.fingerprint("sql", "base", probes) != F.fingerprint("sql", "gdpo", probes)
+
+
+def test_new_digests_need_a_new_version(tmp_path, monkeypatch):
+    monkeypatch.setattr(F, "PINNED_FILE", tmp_path / "fingerprints.json")
+    F.pinned.cache_clear()
+    try:
+        F.write_pinned({"sql": {"shared": "a"}})
+        F.write_pinned({"sql": {"shared": "a"}})  # the same digests: nothing changed
+        F.write_pinned({"sql": {"shared": "a", "method/new": "n"}})  # a new method's probe is only added
+        with pytest.raises(F.StaleComparison, match="bump it"):
+            F.write_pinned({"sql": {"shared": "b"}})
+    finally:
+        F.pinned.cache_clear()
+
+
+def test_every_committed_folder_is_current():
+    """``mrtpo runs --stale`` prints nothing on main: every run and base folder records the current fingerprint."""
+    from mrtpo.paths import SHIPPED
+    from mrtpo.results import run_folders
+
+    bases = [p.parent for p in (SHIPPED / "base").glob("*/*/*/eval.json")]
+    stale = [p.relative_to(SHIPPED).as_posix() for p in run_folders() + bases if F.is_stale(p)]
+    assert not stale, f"{len(stale)} folders of another code behaviour: {stale[:5]}"
+
+
+def _copy(folder, root, fingerprint=None):
+    """A committed run folder copied under ``root`` (a results root), its recorded fingerprint replaced."""
+    from mrtpo.manifest import write_manifest
+
+    dest = root / folder.relative_to(folder.parents[3])
+    shutil.copytree(folder, dest)
+    if fingerprint is not None:
+        summary = json.loads((dest / "summary.json").read_text())
+        summary["fingerprint"] = fingerprint
+        (dest / "summary.json").write_text(json.dumps(summary))
+        write_manifest(dest)
+    return dest
+
+
+def test_a_cross_behaviour_pair_is_refused(tmp_path, monkeypatch, capsys):
+    """Two arms at the same seeds, one folder of another behaviour: the comparison names it; ``runs --stale`` lists
+    it and only it."""
+    from mrtpo import cli, evidence
+    from mrtpo.paths import SHIPPED
+    from mrtpo.results import Run
+
+    monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path))
+    runs = sorted((SHIPPED / "runs" / "sql" / "tiny").glob("gdpo-seed[12]-*")) + sorted(
+        (SHIPPED / "runs" / "sql" / "tiny").glob("mrtpo-beta0.5-seed[12]-*"))
+    a = [Run(_copy(p, tmp_path)) for p in runs[:2]]
+    b = [Run(_copy(runs[2], tmp_path)), Run(_copy(runs[3], tmp_path, fingerprint="0123456789abcdef"))]
+    assert evidence.compare(a, [Run(_copy(runs[2], tmp_path / "x"))], "execution_match")["shared_seeds"]
+    with pytest.raises(F.StaleComparison, match=b[1].path.name):
+        evidence.compare(a, b, "execution_match")
+    cli.main(["runs", "--stale"])
+    assert capsys.readouterr().out.split() == [str(b[1].path)]
+
+
+def test_arms_of_one_seed_sample_the_same_first_batch():
+    """At one seed, arms that share base, data and sampling settings draw step 1 before any update: the same batch,
+    so the same rewards and lengths at step 1 in every committed folder of the group."""
+    import pandas as pd
+
+    from mrtpo.results import run_folders
+
+    groups: dict[str, dict[tuple, list[str]]] = {}
+    for folder in run_folders():
+        stored = json.loads((folder / "config.json").read_text())
+        c = stored["config"]
+        key = json.dumps([c["task"], c["seed"], stored["model"], stored["data"], c.get("temperature"),
+                          c["prompts_per_step"], c["num_generations"], c["max_completion_length"],
+                          c.get("rewards", "default"), c["train_size"]], sort_keys=True)
+        row = pd.read_csv(folder / "metrics.csv").iloc[0]
+        batch = tuple(round(float(row[k]), 6) for k in sorted(row.index)
+                      if k.startswith("rewards/") or k == "completions/mean_length")
+        groups.setdefault(key, {}).setdefault(batch, []).append(folder.name)
+    split = {k: v for k, v in groups.items() if len(v) > 1}
+    assert not split, [sorted(v.values()) for v in split.values()][:3]
