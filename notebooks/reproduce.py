@@ -132,3 +132,25 @@ print(multiplicity.family_sentence(family))
 # **Reading the numbers.** A run folder written before evaluation time was recorded has none, so where the count
 # of runs with evaluation time is below the runs, the evaluation hours are a lower bound; a run resumed after its
 # last step has no training time either. Times on a shared 2-core CPU vary with the machine's other work.
+
+# %% [markdown]
+# ## The code behaviour the book was built with
+#
+# Every run folder records the **behaviour fingerprint** of the code that trained it (`mrtpo.fingerprint`): a hash
+# of what the code does — every reward function of the task on 480 fixed responses, the tokenizer, the base's
+# evaluation, and two training steps of the arm's method and modifiers on the tiny base — pinned in
+# `mrtpo/fingerprints.json` and recomputed by the test suite, so that a change of behaviour fails the tests until it
+# is recorded under a new results version. A folder of another fingerprint is stale: `mrtpo runs --stale` lists it,
+# the comparisons refuse it, and asking for the run retrains it. Folders written before fingerprints were recorded
+# carry `fingerprint_evidence`: their first step, replayed by the current code, logged every value the same (the
+# sampled batch, its rewards, the loss, the gradient norm), or they were retrained. Per task and arm, the
+# fingerprint of the current code, the committed folders and how many of them record it:
+
+# %%
+from mrtpo import fingerprint
+from mrtpo.results import run_folders
+
+behaviour = fingerprint.book_table(run_folders())
+print(f"results version {fingerprint.pinned()['results_version']}; {int(behaviour['current'].sum())} of "
+      f"{int(behaviour['folders'].sum())} run folders record the current code's fingerprint")
+display(behaviour.set_index(["task", "arm"]))
