@@ -1,9 +1,11 @@
-"""Retrain run folders in place, one at a time, from a queue file (one folder path a line, relative to the results
-root), each with the arguments its ``config.json`` records and ``force=True``: the same config hash, hence the same
-folder name, trained by the current code. Restartable: a folder already retrained (``summary.json`` newer than the
-queue's start, or recording the current behaviour fingerprint) is skipped; a killed run resumes from its checkpoint.
+"""Retrain stale run folders (``mrtpo runs --stale``, or those set aside under ``results/stale/``), one at a time,
+from a queue file (one folder path a line, relative to the results root; ``stale`` lists every folder under
+``results/stale/``), each with the arguments its ``config.json`` records: the same config hash, hence the same folder
+name under ``results/runs/``, trained by the current code (``runs.run`` retrains a stale folder in place and records
+the fingerprint). A set-aside folder is deleted once its replacement is written. Restartable: a run killed midway
+resumes from its last checkpoint when its folder was set aside (a stale folder in place starts again).
 
-    python benchmarks/retrain_stale.py QUEUE_FILE [--threads 1]
+    python benchmarks/retrain_stale.py QUEUE_FILE|stale [--threads 1]
 
 Lines are read again before each run, so a queue can grow while it runs. Each finished folder is printed.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -41,9 +44,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     done: set[str] = set()
+    set_aside = results_root() / "stale"
     while True:
-        todo = [line.strip() for line in Path(args.queue).read_text().splitlines()
-                if line.strip() and not line.startswith("#") and line.strip() not in done]
+        lines = (sorted(p.parent.relative_to(results_root()).as_posix() for p in set_aside.glob("*/*/*/config.json"))
+                 if args.queue == "stale" else Path(args.queue).read_text().splitlines())
+        todo = [line.strip() for line in lines if line.strip() and not line.startswith("#") and line.strip() not in done]
         if not todo:
             break
         rel = todo[0]
@@ -61,8 +66,11 @@ def main() -> None:
             continue
         start = time.time()
         print(f"[retrain] {time.strftime('%T')} {rel}", flush=True)
-        runs.run(*call, force=True, **overrides)
-        print(f"[retrain] {time.strftime('%T')} done {rel} in {time.time() - start:.0f} s", flush=True)
+        fresh = runs.run(*call, **overrides)
+        if folder != fresh.path:  # a set-aside folder: its replacement is under results/runs/
+            shutil.rmtree(folder)
+        print(f"[retrain] {time.strftime('%T')} done {fresh.path.relative_to(results_root()).as_posix()} in "
+              f"{time.time() - start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

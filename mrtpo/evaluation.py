@@ -3,7 +3,9 @@
 ``benchmarks(cfg)`` asks the task for its held-out sets (``Task.benchmarks``: the synthetic test split and
 the hidden-value split at the tiny scale; Spider / IFEval / BFCL at the real scale); ``evaluate(cfg, path)``
 samples from the policy at temperature 1 (``eval_samples`` per prompt) and greedily, and scores, over all prompts
-and (``per_prompt=``) each prompt on its own; ``eval_rows`` flattens the result into tidy rows.
+and (``per_prompt=``) each prompt on its own; ``eval_rows`` flattens the result into tidy rows. A paper-scale run
+missing one of the paper's evaluation files fails naming it (``require_benchmark_files``), rather than being evaluated
+on the benchmarks that happen to be present.
 """
 
 from __future__ import annotations
@@ -15,6 +17,31 @@ from .models import model_spec
 from .paths import data_root
 from .tasks import get_task
 from .tasks.base import Benchmark
+
+
+def missing_benchmark_files(cfg: RunConfig) -> list:
+    """The task's paper evaluation files (``Task.paper_data`` of role "eval": loaded and scored here) absent from the
+    data root, for a run that must have every one: a real-scale run evaluating whole benchmarks. The tiny scale reads
+    none of them (synthetic test splits); a model whose registry entry has an ``eval_limit`` (the rehearsal, smollm2:
+    a few prompts of each benchmark, not a comparison with the paper) takes the benchmarks present, as before."""
+    if cfg.scale == "tiny" or model_spec(cfg.task, cfg.model).eval_limit is not None:
+        return []
+    root = data_root()
+    return [f for f in get_task(cfg.task).paper_data if f.role == "eval" and not (root / f.path).is_file()]
+
+
+def require_benchmark_files(cfg: RunConfig) -> None:
+    """Raise ``FileNotFoundError`` naming each missing evaluation file (:func:`missing_benchmark_files`) and where to
+    get it. A task's ``real_benchmarks`` loads the sets whose files are present (Spider's family and BIRD differ from
+    machine to machine), so without this check a paper-scale run would be evaluated on fewer benchmarks than the
+    paper's, silently; the runner calls it before training (``runs.train``) and :func:`evaluate` before loading."""
+    missing = missing_benchmark_files(cfg)
+    if missing:
+        files = "; ".join(f"{data_root() / f.path} ({f.name}: get it from {f.source})" for f in missing)
+        raise FileNotFoundError(
+            f"task {cfg.task!r}, model {cfg.model!r}: {len(missing)} evaluation file(s) of the paper's benchmarks "
+            f"missing under the data root {data_root()} ($MRTPO_DATA_DIR): {files}. Put each file there (the data "
+            f"README lists the layout; `mrtpo plan --task {cfg.task} --model {cfg.model}` shows every file's status)")
 
 
 def benchmarks(cfg: RunConfig) -> dict[str, Benchmark]:
@@ -41,6 +68,7 @@ def evaluate(cfg: RunConfig, model_path: Path, chunk: int = 16, per_prompt: list
     from .diagnostics import sample
     from .tokenizer import load_tokenizer
 
+    require_benchmark_files(cfg)
     tokenizer = load_tokenizer(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path).eval()
     if torch.cuda.is_available():

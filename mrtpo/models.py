@@ -121,7 +121,7 @@ def model_spec(task: str, name: str = "tiny") -> ModelSpec:
         return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, t.tiny_completion_length, choices=TINY_CHOICES)
     if name == SMOLLM2:
         # the paper run's reasons for the settings smollm2 keeps (each reason starts with its setting's name)
-        kept = tuple(c for c in t.paper_run.get("choices", ()) if c.split("=")[0] not in SMOLLM2_RUN)
+        kept = tuple(c for c in t.paper_run.get("choices", ()) if c.split("=")[0] not in (*SMOLLM2_RUN, "checkpoint"))
         run = {**t.paper_run, **SMOLLM2_RUN, "choices": kept + SMOLLM2_CHOICES}
         return ModelSpec(smollm2.CHECKPOINT, smollm2.PARAMS, **run, eval_limit=SMOLLM2_EVAL_LIMIT)
     if is_local_path(name):

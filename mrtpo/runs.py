@@ -19,30 +19,31 @@ must not change meaning: a changed key changes every hash and makes a fresh clon
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import math
 import os
 import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
 from .advantages import TOKEN_LEVEL
 from .config import OPTIONAL_FIELDS, BadRequest, RunConfig, default_steps, resolve
-from .evaluation import benchmarks, eval_rows, evaluate
+from .evaluation import benchmarks, eval_rows, evaluate, require_benchmark_files
 from .fingerprint import BASE_ARM, folder_arm, is_stale, record
 from .geometry import job_processes
-from .manifest import check_writable, write_manifest
+from .folders import copy_tokenizer, folder_in_place, last_checkpoint, locked, truncate_profiles, weights_hash
+from .manifest import check_writable
 from .models import model_spec, resolve_model
 from .paths import cache_root, data_root, portable, results_root
 from .results import Run
 from .tasks import get_task
 
-#: the files ``save_pretrained`` writes for a tokenizer
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+#: checkpoints kept in a run's work dir (``save_total_limit``): the newest complete one is what a rerun resumes from
+#: (``last_checkpoint``), the one before it covers a kill while the newest is written; without a limit a 7B ZeRO-3 run
+#: kept every 10 steps' weights and optimizer state (~1.2 TB). Deleting older checkpoints changes no number trained.
+KEEP_CHECKPOINTS = 2
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -167,18 +168,6 @@ def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overr
     return Run(folder, trained=True)
 
 
-@contextmanager
-def locked(path: Path):
-    """Exclusive lock on ``path`` (blocks while another process holds it; released if that process dies)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, force: bool = False,
         **overrides) -> Run:
     """Train ``method`` on ``task`` with ``model``, evaluate, write the run folder; reuse it when it exists.
@@ -232,23 +221,12 @@ def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, fold
     return Run(folder, trained=True)
 
 
-def last_checkpoint(output_dir: Path) -> Path | None:
-    """The newest complete checkpoint (trainer_state.json is written last, with the RNG state: ``rng_state.pth`` on
-    one process, ``rng_state_<rank>.pth`` per process on several); partial ones are deleted."""
-    found = []
-    for path in output_dir.glob("checkpoint-*"):
-        if (path / "trainer_state.json").exists() and any(path.glob("rng_state*.pth")):
-            found.append(path)
-        else:  # killed while saving
-            shutil.rmtree(path, ignore_errors=True)
-    return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
-
-
 def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = None):
     """The MRTPOConfig of a run. Batch geometry from ``mrtpo.geometry.plan_for_job``: ``prompts_per_step x
     num_generations`` completions per optimizer step over all processes, micro-batches and accumulation from the
     GPU's memory and the model in ``model_dir``. bf16 autocast on a GPU (fp32 on CPU); gradient checkpointing on a
-    GPU and at the real scale everywhere (so the CPU rehearsal of the paper path exercises it)."""
+    GPU and at the real scale everywhere (so the CPU rehearsal of the paper path exercises it). A checkpoint every
+    ``save_steps``, the last ``KEEP_CHECKPOINTS`` kept."""
     import torch
 
     from .geometry import plan_for_job
@@ -264,7 +242,8 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
         temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
         report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu or cfg.scale == "real",
         full_determinism=cfg.deterministic,
-        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **({"loss_type": "dr_grpo"} if cfg.constlen else {}), **cfg.trainer_args,
+        profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **({"loss_type": "dr_grpo"} if cfg.constlen else {}),
+        **{"save_total_limit": KEEP_CHECKPOINTS, **cfg.trainer_args},  # a pass-through save_total_limit wins
     )
 
 
@@ -282,11 +261,12 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     if (cfg.z_blocks is None) != (z_blocks is None):
         raise ValueError("train: pass the Z-block function whose key the config holds (and only then)")
     path = base_path(cfg)
+    require_benchmark_files(cfg)  # a paper-scale run missing a benchmark file fails now, not after training
     task = run_task(cfg)
     out = work / "trainer"
     resume = last_checkpoint(out)
     if resume is not None:  # profiles written after that checkpoint are written again when resumed
-        _truncate_profiles(out / "profiles.jsonl", int(resume.name.split("-")[1]))
+        truncate_profiles(out / "profiles.jsonl", int(resume.name.split("-")[1]))
         if int(resume.name.split("-")[1]) >= cfg.steps:  # killed after training: Trainer.train would take a step more
             return {**_finished(resume, work, path), **record(cfg.task, folder_arm(dataclasses.asdict(cfg)))}
     elif out.exists():
@@ -332,49 +312,6 @@ def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
     return {"weights_sha256": weights_hash(model), "train_runtime_s": math.nan, "resumed_from_step": state["global_step"],
             "base_model": str(base), "tokenizer_class": type(tokenizer).__name__, "work_dir": str(work),
             "log_history": state["log_history"]}
-
-
-def weights_hash(model) -> str:
-    """sha256 over every parameter and buffer's bytes, in state-dict order (bfloat16 has no NumPy type: the bytes
-    are read as uint8, the same bytes NumPy gives for float32)."""
-    import torch
-
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def _truncate_profiles(path: Path, step: int) -> None:
-    if path.exists():
-        keep = [line for line in path.open() if json.loads(line)["step"] < step]
-        path.write_text("".join(keep))
-
-
-def copy_tokenizer(model_dir: Path, out: Path) -> None:
-    """Copy a saved model folder's tokenizer files (not the weights) to ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES:
-        if (model_dir / name).exists():
-            shutil.copy(model_dir / name, out / name)
-
-
-@contextmanager
-def folder_in_place(folder: Path):
-    """A temporary sibling of ``folder`` to write every file into; when the block ends without error its manifest
-    is written and it replaces ``folder`` in one rename: the folder is complete or absent, never half-written."""
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        yield tmp
-        write_manifest(tmp)
-        if folder.exists():  # force: replace the old folder only once the new one is complete
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_evaluation(cfg: RunConfig, model_dir: Path, name: str, out: Path, summary: dict, method: str | None = None) -> None:

@@ -93,7 +93,7 @@ def smollm2_base() -> Path:
     """The converted folder (weights, tokenizer, chat template, generation config, ``CONVERSION_RECORD``), converted
     from the installed GGUF when absent or stale; a second process asking meanwhile waits for the first."""
     from .models import ModelNotAvailable
-    from .runs import folder_in_place, locked
+    from .folders import folder_in_place, locked
 
     folder = smollm2_path()
     if is_converted(folder):

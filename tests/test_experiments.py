@@ -66,7 +66,7 @@ def comparable(metrics: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("kwargs, match", [
     (dict(task="chess"), "valid values: sql, if, tool"),
     (dict(method="ppo"), "grpo, gdpo, mrtpo, joint, shuffled, uniform"),
-    (dict(model="13b"), "tiny, smoke, rehearsal, 1.5b, 3b, 4b, 7b"),
+    (dict(model="13b"), "tiny, smoke, rehearsal, smollm2, 1.5b, 3b, 4b, 7b"),
     (dict(model="4b"), "not a paper setting for task 'sql'"),
     (dict(mrtpo_beta=1.5), r"\[0, 1\]"),
     (dict(beta=0.5), "mrtpo_beta.*kl_beta"),

@@ -62,6 +62,7 @@ def test_runner_refuses_an_altered_finished_folder(tmp_path, monkeypatch, folder
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setattr(E, "train", lambda *a, **k: pytest.fail("training started"))
     monkeypatch.setattr(E, "identity", lambda cfg: {"config": "fixed"})  # no data or base model needed
+    monkeypatch.setattr(E, "is_stale", lambda folder: False)  # the folder's code behaviour is another test's
     target = E.locate(E.resolve("sql", "gdpo", "smoke"))[2]
     target.parent.mkdir(parents=True)
     shutil.copytree(folder, target)

@@ -75,6 +75,10 @@ UNSTATED = {
     "num_generations": "num_generations=8: group size not stated; 8 is the common GRPO/GDPO setting",
     "kl_beta": "kl_beta=0: KL stated absent only for instruction following; no reference model keeps runs comparable",
     "learning_rate": "learning_rate=1e-6: not stated; TRL's default for full fine-tuning of 1.5B–7B models",
+    "temperature": "temperature=1.0: the sampling temperature of training is not stated; 1.0 (TRL's default) samples "
+                   "the policy's own distribution, at which the importance ratio and MRTPO's relevance are computed",
+    "loss_type": "loss_type=dapo: how token losses are normalised is not stated; TRL's GRPOConfig default (summed over "
+                 "the accumulated batch, divided by its number of completion tokens); the constlen control takes dr_grpo",
 }
 
 Scorer = Callable[["Task", list, list], dict]

@@ -51,7 +51,11 @@ class InstructionFollowing(Task):
     paper_run = dict(steps=300, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2, 3, 4), learning_rate=1e-6,
                      max_completion_length=1024,
                      choices=(UNSTATED["num_generations"], UNSTATED["learning_rate"],
-                              "prompts_per_step=32: not stated; as text-to-SQL"))
+                              "prompts_per_step=32: not stated; as text-to-SQL", UNSTATED["temperature"],
+                              UNSTATED["loss_type"], "max_completion_length=1024: not stated; as text-to-SQL",
+                              "checkpoint=Qwen/Qwen3-4B, Qwen/Qwen2.5-7B-Instruct: the paper names Qwen3-4B and "
+                              "Qwen2.5-7B without saying base or instruct; the post-trained checkpoints are taken "
+                              "(Qwen3-4B, not -Base; Qwen2.5-7B-Instruct), the prompts being chat conversations"))
     paper_models = {"4b": ("Qwen/Qwen3-4B", 4.02e9), "7b": ("Qwen/Qwen2.5-7B-Instruct", 7.62e9)}
     tiny_completion_length = 160
     #: when block k is not shown, the warm-up target violates the constraint block k states

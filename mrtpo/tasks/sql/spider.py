@@ -19,6 +19,13 @@ SPIDER_FILES = {
     "spider_dk": ("spider_dk.json", "question", "ygan/Spider-DK Spider-DK.json (its databases go into spider/database)"),
 }
 
+#: where the ``spider/database/`` folder comes from (the data README, ``../shared/data/README.md``, says the same)
+SPIDER_DATABASES = ("Spider's release (taoyds/spider, the spider_data.zip from the Spider site): its database/ folder, "
+                    "one <db_id>/<db_id>.sqlite per database; the project's machines carry databases rebuilt from "
+                    "cloudera/spiderman (../shared/data/spider/database)")
+#: where BIRD dev's ``dev_databases/`` folder comes from
+BIRD_DATABASES = "bird-bench.github.io dev.zip: its dev_databases/ folder (dev_databases.zip inside dev.zip)"
+
 
 def _read_json(path: Path) -> Any:
     try:
@@ -57,6 +64,7 @@ def load_spider(
     question_key: str = "question",
     sql_key: str = "query",
     evidence_key: str | None = None,
+    db_source: str = SPIDER_DATABASES,
 ):
     """Spider-format questions (Spider, Spider-Syn, Spider-Realistic, Spider-DK) as a ``datasets.Dataset``.
 
@@ -68,10 +76,15 @@ def load_spider(
     (``missing_db="skip"`` drops such records instead, e.g. Spider train on the rebuilt databases, which lack
     three of them). BIRD's files use ``sql_key="SQL"`` and carry a hint per question (``evidence_key=
     "evidence"``), appended to the question as ``Evidence: ...`` as BIRD's baselines prompt it (``load_bird``).
+    A missing ``db_dir`` fails naming the folder and where to get it (``db_source``), instead of dropping every
+    record.
     """
     import datasets
 
     questions_json, db_dir = Path(questions_json), Path(db_dir)
+    if not db_dir.is_dir():
+        raise FileNotFoundError(f"{db_dir}: the databases folder is missing (the questions in {questions_json} are "
+                                f"executed on {db_dir}/<db_id>/<db_id>.sqlite); get it from {db_source}")
     schemas = _schemas(Path(tables_json))
     records = _read_json(questions_json)
     if not isinstance(records, list):
@@ -117,15 +130,20 @@ def load_bird(bird_dev_dir: str | Path, limit: int | None = None):
     """
     d = Path(bird_dev_dir)
     return load_spider(d / "dev.json", d / "dev_tables.json", d / "dev_databases", limit=limit,
-                       question_key="question", sql_key="SQL", evidence_key="evidence")
+                       question_key="question", sql_key="SQL", evidence_key="evidence", db_source=BIRD_DATABASES)
 
 
 def load_spider_split(spider_dir: str | Path, name: str, limit: int | None = None):
     """One of ``SPIDER_FILES`` from a folder laid out as the data README says. Train records whose database is
-    missing are skipped (the rebuilt databases lack three train ones); an evaluation set must be complete."""
+    missing are skipped (the rebuilt databases lack three train ones); an evaluation set must be complete. A missing
+    ``database/`` folder, or one holding none of the split's databases, fails naming the folder and where to get it."""
     spider_dir = Path(spider_dir)
     if name not in SPIDER_FILES:
         raise ValueError(f"unknown Spider split {name!r}; known: {', '.join(SPIDER_FILES)}")
     filename, key, _ = SPIDER_FILES[name]
-    return load_spider(spider_dir / filename, spider_dir / "tables.json", spider_dir / "database", limit=limit,
+    data = load_spider(spider_dir / filename, spider_dir / "tables.json", spider_dir / "database", limit=limit,
                        missing_db="skip" if name == "spider_train" else "raise", question_key=key)
+    if len(data) == 0 and limit != 0:  # every record skipped: an empty or wrong databases folder, not three missing
+        raise FileNotFoundError(f"{spider_dir / 'database'}: none of the databases of {spider_dir / filename} is there "
+                                f"(expected database/<db_id>/<db_id>.sqlite); get them from {SPIDER_DATABASES}")
+    return data

@@ -46,7 +46,13 @@ class ToolCalling(Task):
     paper_run = dict(steps=100, prompts_per_step=32, num_generations=8, seeds=(0, 1, 2), learning_rate=1e-6,
                      max_completion_length=512,
                      choices=tuple(UNSTATED.values()) + ("steps=100, prompts_per_step=32: not stated for tool calling; "
-                                                        "as text-to-SQL (about 0.8 epoch of RLLA's 3,920 examples)",))
+                                                        "as text-to-SQL (about 0.8 epoch of RLLA's 3,920 examples)",
+                                                        "max_completion_length=512: not stated; half text-to-SQL's, a "
+                                                        "tool call with its reasoning being shorter (not measured)",
+                                                        "checkpoint=Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-3B-Instruct: "
+                                                        "the paper names Qwen2.5-1.5B and -3B without saying base or "
+                                                        "instruct; the Instruct checkpoints are taken (the prompts are "
+                                                        "chat conversations with the tools in the system prompt)"))
     paper_models = {"1.5b": ("Qwen/Qwen2.5-1.5B-Instruct", 1.54e9), "3b": ("Qwen/Qwen2.5-3B-Instruct", 3.09e9)}
     #: warm-up noise: a swapped argument value (correctness), a dropped tag (format)
     warmup_noise = (Noise("value", 0.2, ("correctness",)), Noise("tag", 0.15, ("format",)))
