@@ -67,12 +67,21 @@ def _rows_digest(rows) -> str:
     return h.hexdigest()[:16]
 
 
+#: data versions computed in this process, by what they read (a result page looks up hundreds of runs of one data)
+_DATA_VERSIONS: dict[tuple, dict] = {}
+
+
 def data_version(cfg: RunConfig) -> dict:
-    """What the run trains and is evaluated on, by content: a changed generator or file changes the key."""
-    version = {"train": _rows_digest(train_data(cfg))}
-    for name, bench in benchmarks(cfg).items():
-        version[name] = _rows_digest(bench.data)
-    return version
+    """What the run trains and is evaluated on, by content: a changed generator or file changes the key. Computed
+    once per process for each set of the fields it reads (task, model: its scale and evaluation limit, the synthetic
+    sizes and seeds, the data root)."""
+    key = (cfg.task, cfg.model, cfg.train_size, cfg.data_seed, cfg.eval_prompts, cfg.eval_seed, str(data_root()))
+    if key not in _DATA_VERSIONS:
+        version = {"train": _rows_digest(train_data(cfg))}
+        for name, bench in benchmarks(cfg).items():
+            version[name] = _rows_digest(bench.data)
+        _DATA_VERSIONS[key] = version
+    return dict(_DATA_VERSIONS[key])
 
 
 def package_versions() -> dict:
