@@ -202,11 +202,16 @@ def fingerprint(task_name: str, arm: str, probes: dict | None = None) -> str:
 def record(task_name: str, arm: str) -> dict:
     """What a run folder's ``summary.json`` records of the code that trained it (no fingerprint while the arm's
     probes are being pinned for the first time: a new task, or a new method's probe)."""
+    return {"fingerprint": current(task_name, arm), "results_version": pinned()["results_version"], "behaviour_of": arm}
+
+
+def current(task_name: str, arm: str) -> str | None:
+    """The current code's fingerprint of ``arm`` on a task; None where a probe it needs is not pinned: a task of the
+    user's own (pin it: ``mrtpo fingerprint --write --task <name>``), or a new method while it is being pinned."""
     try:
-        digest = fingerprint(task_name, arm, pinned()["probes"].get(task_name, {}))
-    except KeyError:  # a probe of this arm is not pinned yet
-        digest = None
-    return {"fingerprint": digest, "results_version": pinned()["results_version"], "behaviour_of": arm}
+        return fingerprint(task_name, arm, pinned()["probes"].get(task_name, {}))
+    except KeyError:
+        return None
 
 
 def write_pinned(probes: dict) -> None:
@@ -242,7 +247,7 @@ def is_stale(folder: Path) -> bool:
     config = json.loads((folder / "config.json").read_text())["config"]
     summary = json.loads((folder / "summary.json").read_text())
     arm = summary.get("behaviour_of") or folder_arm(config)
-    return summary.get("fingerprint") != fingerprint(config["task"], arm)
+    return summary.get("fingerprint") != current(config["task"], arm)
 
 
 def check_current(runs) -> None:

@@ -101,7 +101,7 @@ def test_a_smoke_run_on_a_dial_base_starts_from_it(monkeypatch, tmp_path):
     assert found[0.5] == {"gdpo": [], "mrtpo": []}
     result = dose_response.analyse("repeat", rows, found)
     t = result.table.set_index("setting")
-    assert t.at[0.8, "interval over"] == "prompts only: one shared seed" and t.at[0.8, "ratio"] == 3.0
+    assert t.at[0.8, "interval over"] == "prompts only: one shared seed" and t.at[0.8, "ratio"] == pytest.approx(3.0)
     assert t.at[0.8, "gain"] == pytest.approx(mrtpo.eval["synthetic_test"]["temp1"]["match"]
                                               - run.eval["synthetic_test"]["temp1"]["match"])
     assert t.at[0.5, "interval over"] == "no runs" and result.verdict.startswith("repeat: not enough settings/seeds")
