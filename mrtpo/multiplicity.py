@@ -86,16 +86,17 @@ def adjusted(family: pd.DataFrame, task: str) -> pd.DataFrame:
 
 
 def family_view(family: pd.DataFrame) -> pd.DataFrame:
-    """The family as the landing and reproduce pages show it, one row per comparison."""
+    """The family as the landing and reproduce pages show it, one row per comparison (short headers: the text column
+    is narrow; the pages each comparison appears on are in ``family["pages"]``): shared seeds, the sd of the
+    differences with its degrees of freedom, A − B with its 95% paired t interval, raw and Holm-adjusted p, whether
+    it is a gap, the difference detectable with 80% power alone and within the family."""
     return pd.DataFrame({
-        "task": family["task"], "comparison": family["comparison"], "pages": family["pages"],
-        "shared seeds": family["shared seeds"],
+        "task": family["task"], "comparison": family["comparison"], "seeds": family["shared seeds"],
         "sd (df)": [f"{sd:.3f} ({n - 1})" if sd == sd else "—" for sd, n in zip(family["sd"], family["shared seeds"])],
-        "A − B (95% interval)": [interval_text(d, lo, hi) for d, lo, hi in zip(family["diff"], family["lo"], family["hi"])],
-        "p (paired t)": family["p (paired t)"].round(4), "p (Holm)": family["p (Holm)"].round(4),
+        "A − B [95%]": [interval_text(d, lo, hi) for d, lo, hi in zip(family["diff"], family["lo"], family["hi"])],
+        "p": family["p (paired t)"].round(4), "p Holm": family["p (Holm)"].round(4),
         "gap": family["gap"].map({True: "yes", False: "no"}).where(family["p (paired t)"].notna(), "no test"),
-        "detectable (80%)": family["detectable"].round(3),
-        "detectable in the family (80%)": family["detectable in the family"].round(3)})
+        "detectable": family["detectable"].round(3), "in family": family["detectable in the family"].round(3)})
 
 
 def family_sentence(family: pd.DataFrame) -> str:
