@@ -102,11 +102,9 @@ for task, cost in costs.items():
 
 # %%
 display(noise.round(3).set_index(["task", "method"]))
-short = {"sd of the difference": "sd", "sd 95% interval": "sd 95% (df)", "shared seeds": "seeds",
-         "power for 0.05 now": "power (0.05)", "power for 0.05 now (sd interval)": "power over the sd's interval",
-         "detectable now": "detectable", "detectable at 3 seeds": "detectable (3 seeds)",
-         "seeds for 0.05 at 80% power": "seeds for 0.05"}
-display(power.round(3).rename(columns=short).set_index(["task", "comparison"]))
+short = {"shared seeds": "seeds", "sd of the difference": "sd", "sd 95% interval": "sd 95% (df)",
+         "power for 0.05 now": "power (0.05)", "detectable now": "detectable", "seeds for 0.05 at 80% power": "seeds for 0.05"}
+display(power.round(3).set_index(["task", "comparison"])[list(short)].rename(columns=short))  # the rest: power_analysis
 for task in tasks:
     rows = power[(power.task == task) & power["comparison"].isin(["mrtpo − gdpo", "mrtpo − entropy"])]
     print(f"{task}: {power_analysis.power_sentence(rows)}")
