@@ -4,7 +4,7 @@ its tiny base, trains, evaluates and renders it without any other module knowing
 import pandas as pd
 import pytest
 
-from mrtpo import evidence, report
+from mrtpo.analysis import evidence, report
 from mrtpo.tasks import TASKS
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import torch
 from datasets import Dataset
 
 from mrtpo import METHODS, MRTPOConfig, MRTPOTrainer
-from mrtpo.trainer import Scored
-from mrtpo.contexts import build_contexts
-from mrtpo.relevance import js_relevance
+from mrtpo.method.trainer import Scored
+from mrtpo.method.contexts import build_contexts
+from mrtpo.method.relevance import js_relevance
 
 
 def parity(prompts, completions, completion_ids, **kw):
@@ -107,7 +107,7 @@ def test_zero_std_rewards_are_not_replayed(smoke_policy, tmp_path):
     trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1)
     trainer.train()
     inputs, prompts, completions, ids, rewards = trainer._scored
-    from mrtpo.advantages import replay_needed
+    from mrtpo.method.advantages import replay_needed
 
     need = replay_needed(rewards, 4)
     assert not need[:, 2].any()  # the constant reward
@@ -157,8 +157,8 @@ def test_profiles_are_saved(smoke_policy, tmp_path):
 def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_path):
     """The entropy arm's token advantages are MRTPO's composition with w = (1 - beta) + beta h / hbar, h the
     entropy of each sampled token's distribution, recomputed here by a forward over prompt + completion."""
-    from mrtpo.advantages import entropy_weights, gdpo_advantages, token_advantages
-    from mrtpo.relevance import token_entropy
+    from mrtpo.method.advantages import entropy_weights, gdpo_advantages, token_advantages
+    from mrtpo.method.relevance import token_entropy
 
     from transformers import AutoModelForCausalLM
 
@@ -215,7 +215,7 @@ def test_resume_continues_beta_schedule(smoke_policy, tmp_path):
 
 def test_gdpo_equals_trl_normalize_then_sum(smoke_policy, tmp_path):
     """Our gdpo_advantages on TRL's gathered rewards equals TRL's own normalize_then_sum advantages."""
-    from mrtpo.advantages import gdpo_advantages
+    from mrtpo.method.advantages import gdpo_advantages
     from trl import GRPOConfig, GRPOTrainer
 
     path, tok = smoke_policy
@@ -290,7 +290,7 @@ def test_relevance_peaks_where_the_left_out_block_can_reach(smoke_policy, tmp_pa
     out = {"completion_ids": torch.tensor([completion]), "completion_mask": torch.ones(1, T, dtype=torch.long)}
     q = trainer._relevance(out, torch.ones(1, 2, dtype=torch.bool), joint=False)[0]
 
-    from mrtpo.contexts import build_contexts
+    from mrtpo.method.contexts import build_contexts
 
     ctx = build_contexts(prompt, blocks(None, [None])[0])
     ids_all = trainer._tokenize_prompts([ctx.all])[0][0]
@@ -352,7 +352,7 @@ def test_logged_replay_rate_divides_by_the_pairs_that_exist():
     from collections import defaultdict
     from types import SimpleNamespace
 
-    from mrtpo.advantages import replay_needed
+    from mrtpo.method.advantages import replay_needed
 
     nan = float("nan")
     rewards = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, nan], [0.0, nan]])
@@ -370,8 +370,8 @@ def test_logged_replay_rate_divides_by_the_pairs_that_exist():
 def test_region_placement_trains(smoke_policy, tmp_path, advantage, options):
     """The positive control and the dial train; the weights place by the check regions (``placement``, mapped onto
     the tokens by ``diagnostics.region_indicator``), and the check-region ratio of that placement is logged."""
-    from mrtpo.advantages import gdpo_advantages, placement, saw_weights, token_advantages, token_weights
-    from mrtpo.diagnostics import region_indicator
+    from mrtpo.method.advantages import gdpo_advantages, placement, saw_weights, token_advantages, token_weights
+    from mrtpo.method.regions import region_indicator
 
     trainer = make_trainer(smoke_policy, tmp_path, advantage, steps=1, **options)
     seen = []
@@ -406,7 +406,7 @@ def test_region_needs_its_regions(smoke_policy, tmp_path):
 
 def test_region_indicator_maps_char_spans_onto_tokens(smoke_policy):
     """A token is in a region when its decoded characters overlap a span (the localisation metric's mapping)."""
-    from mrtpo.diagnostics import region_indicator
+    from mrtpo.method.regions import region_indicator
 
     tok = smoke_policy[1]
     ids = tok("SELECT name FROM city", add_special_tokens=False)["input_ids"]
@@ -426,7 +426,7 @@ def test_region_indicator_maps_char_spans_onto_tokens(smoke_policy):
 def test_read_regions_is_check_regions_per_response(name):
     """``Task.read_regions`` (what the runner passes as ``check_regions=``) gives each response the spans
     ``check_regions`` gives it with its dataset row."""
-    from mrtpo.replay import safe_z_blocks
+    from mrtpo.method.replay import safe_z_blocks
     from mrtpo.tasks import get_task
 
     task = get_task(name)
