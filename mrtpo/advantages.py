@@ -201,7 +201,10 @@ def gtpo_advantages(
     alpha_1 + alpha_2 = 1, sum_{i in O+_t} r+_{i,t} = d_t). Successful responses credit their high-entropy tokens
     more; failed ones are blamed more at their confident (low-entropy) tokens. Remark 2.1: ``eps`` is added to H
     in the inverse of Eq. 5. The paper then standardises the shaped token rewards into token advantages (Eq. 6)
-    for its clipped token-level objective (Eq. 7); alpha_1 = 1, alpha_2 = 0.1 in its experiments.
+    for its clipped token-level objective (Eq. 7); alpha_1 = 1, alpha_2 = 0.1 in its experiments. (Source: the
+    paper's abstract, read directly, gives the weight ratio H_{i,t} / sum_{k=1}^n H_{k,t}; Eq. 3, 5, Remark 2.1,
+    Proposition 2.2 and the alphas are as three independent reimplementations quote them with the paper's
+    numbering, which agree; the paper's body text itself could not be read when this was written.)
 
     Adaptation to K rewards (this repository's arms share GDPO's per-reward normalisation): the response's outcome
     is GDPO's summed advantage S_j = sum_k A_k (``outcome``; group-centred, so O+ = {S_j > 0}, the responses above
