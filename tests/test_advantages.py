@@ -231,6 +231,12 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
     if method == "gdpo":
         assert torch.equal(got, A[local]) and stats == {}
         return
+    if method == "gtpo":  # GTPO's entropy shaping of GDPO's advantage, its summed advantage S the outcome
+        from mrtpo.method.advantages import gtpo_advantages, summed_advantage
+
+        want = gtpo_advantages(A[local], entropy[local], mask[local], G, outcome=summed_advantage(A_k)[local])
+        assert torch.equal(got, want) and stats == {}
+        return
     if method == "uniform":
         w = uniform_weights(mask[local], rewards.shape[1])
     elif method == "entropy":

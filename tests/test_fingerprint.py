@@ -26,8 +26,6 @@ def test_probe_is_pinned(task, name):
 
 def test_shared_probe_scores_enough_responses():
     for task in TASKS:
-        from mrtpo.tasks import get_task
-
         assert len(probe_texts(get_task(task))) >= 200
 
 

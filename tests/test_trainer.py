@@ -76,7 +76,9 @@ def test_every_variant_trains(smoke_policy, tmp_path, advantage):
             assert -1 <= logs[0]["mrtpo/cross_reward_corr"] <= 1 and "mrtpo/parity/entropy_corr" in logs[0]
     if advantage == "entropy":
         assert trainer.replay_forwards == 0 and 0 < logs[0]["mrtpo/s"] <= 1
+    if advantage in ("entropy", "gtpo"):
         # the entropy the weights use is that of the distributions sampled from: TRL's loss pass measures the same
+        assert trainer.replay_forwards == 0
         assert logs[0]["mrtpo/entropy_mean"] == pytest.approx(logs[0]["entropy"], rel=1e-4)
     assert logs[0]["mrtpo/constant/frac_groups_nonzero_std"] == 0.0
 
@@ -193,11 +195,52 @@ def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_pa
     assert not torch.allclose(seen["adv"], seen["adv"][:, :1] * mask, atol=1e-3)  # not the response-level GDPO
 
 
+def test_gtpo_arm_shapes_gdpo_by_generation_entropy(smoke_policy, tmp_path):
+    """The gtpo arm's token advantages are ``gtpo_advantages`` of GDPO's advantages (S the outcome, the trainer's
+    alphas) with the entropy of each sampled token's distribution, recomputed here by a forward."""
+    from mrtpo.method.advantages import gdpo_advantages, gtpo_advantages, summed_advantage
+    from mrtpo.method.relevance import token_entropy
+
+    from transformers import AutoModelForCausalLM
+
+    path, tok = smoke_policy
+    sharp = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():  # sharper logits, as in the entropy arm's test
+        sharp.model.norm.weight.mul_(8.0)
+    sharp.save_pretrained(tmp_path / "sharp")
+    tok.save_pretrained(tmp_path / "sharp")
+    policy = (str(tmp_path / "sharp"), tok)
+    trainer = make_trainer(policy, tmp_path, "gtpo", steps=1, gtpo_alpha1=1.0, gtpo_alpha2=0.5)
+    seen = {}
+    original = trainer._advantages
+
+    def spy(out):
+        seen["adv"], seen["out"] = original(out), out
+        return seen["adv"]
+
+    trainer._advantages = spy
+    trainer.train()
+    out, rewards = seen["out"], trainer._scored[4]
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+    P, T = out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
+    mask = out["completion_mask"].float()
+    with torch.no_grad():
+        sampler = AutoModelForCausalLM.from_pretrained(policy[0]).eval()
+        h = token_entropy(sampler(input_ids=ids, attention_mask=attention).logits[:, P - 1 : P + T - 1], mask)
+    A_k, A = gdpo_advantages(rewards, 4)
+    expected = gtpo_advantages(A, h, mask, 4, 1.0, 0.5, outcome=summed_advantage(A_k))
+    assert torch.allclose(seen["adv"], expected, atol=1e-4)
+    assert not torch.allclose(seen["adv"], A.unsqueeze(1) * mask, atol=1e-3)  # not the response-level GDPO
+
+
 def test_bad_config_fails_early():
     with pytest.raises(ValueError, match="grpo, gdpo, mrtpo"):
         MRTPOConfig(output_dir="x", advantage="nope", use_cpu=True)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         MRTPOConfig(output_dir="x", mrtpo_beta=1.5, use_cpu=True)
+    with pytest.raises(ValueError, match="gtpo_alpha"):
+        MRTPOConfig(output_dir="x", advantage="gtpo", gtpo_alpha2=-0.1, use_cpu=True)
 
 
 def test_resume_continues_beta_schedule(smoke_policy, tmp_path):

@@ -15,14 +15,22 @@ import torch
 EPS = 1e-4
 #: the methods: advantage schemes (``mrtpo_advantages``) and OPSD; the token-level ones share MRTPO's machinery, the
 #: replaying ones run leave-one-out replays (``uniform`` is token-level with w = 1 and trains exactly as gdpo;
-#: ``entropy`` is the control arm whose weights come from the sampling policy's token entropy, without any replay;
-#: ``region`` the positive control whose weights come from the verifiers' read regions, ``placement``)
-METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy", "region", "opsd")
+#: ``entropy`` is an entropy-weighted MRTPO placement control, not GTPO: MRTPO's within-response weights with q
+#: replaced by the sampling policy's token entropy, without any replay; ``region`` the positive control whose weights
+#: come from the verifiers' read regions, ``placement``; ``gtpo`` is GTPO's entropy-shaped token reward (Tan et al.
+#: 2025, ``gtpo_advantages``) on GDPO's summed advantage: token-level, but not MRTPO's machinery, so not TOKEN_LEVEL)
+METHODS = ("grpo", "gdpo", "mrtpo", "joint", "shuffled", "uniform", "entropy", "region", "gtpo", "opsd")
 #: methods whose loss is the OPSD distillation term alone (``mrtpo.method.distillation``); their advantages (GDPO's) are
 #: computed for the logs only
 DISTILLING = ("opsd",)
 TOKEN_LEVEL = ("mrtpo", "joint", "shuffled", "uniform", "entropy", "region")
 REPLAYING = ("mrtpo", "joint", "shuffled")
+#: methods whose advantages read the sampling policy's token entropy (recorded at generation; no vLLM)
+READS_ENTROPY = ("entropy", "gtpo")
+#: GTPO's coefficients alpha_1 (outcome reward) and alpha_2 (entropy-shaped reward), the paper's experimental values
+GTPO_ALPHAS = (1.0, 0.1)
+#: Remark 2.1 of the GTPO paper: a small constant added where an entropy is a denominator (the inverse 1 / H of Eq. 5)
+GTPO_EPS = 1e-8
 
 
 def nanstd(x: torch.Tensor, dim=None, keepdim: bool = False) -> torch.Tensor:
@@ -156,7 +164,10 @@ def token_weights(q: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Ten
 
 
 def entropy_weights(entropy: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
-    """Entropy-weighted control arm (issue 18): ``w_t = (1 - beta) + beta * h_t / hbar``, shared by all rewards.
+    """The ``entropy`` arm (issue 18), an entropy-weighted MRTPO placement control, not GTPO: MRTPO's weights with
+    q replaced by the sampling policy's token entropy, ``w_t = (1 - beta) + beta * h_t / hbar``, shared by all
+    rewards. It moves each response's advantage between its own positions (GTPO, ``gtpo_advantages``, shapes the
+    reward between the group's responses at each position instead).
 
     entropy (B, T): the sampling policy's token entropy h_t >= 0; hbar its mean over the response's valid
     tokens; mask (B, T). The profile is normalised exactly as q is (``token_weights`` on the (B, 1, T)
@@ -165,13 +176,94 @@ def entropy_weights(entropy: torch.Tensor, mask: torch.Tensor, beta: float) -> t
     return token_weights(entropy.unsqueeze(1), mask, beta)
 
 
+def gtpo_advantages(
+    A: torch.Tensor,
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    num_generations: int,
+    alpha1: float = GTPO_ALPHAS[0],
+    alpha2: float = GTPO_ALPHAS[1],
+    outcome: torch.Tensor | None = None,
+    eps: float = GTPO_EPS,
+) -> torch.Tensor:
+    """GTPO's token-level entropy-shaped advantages (Tan et al. 2025, "GTPO and GRPO-S: Token and Sequence-Level
+    Reward Shaping with Policy Entropy", arXiv 2508.04349, Group Token Policy Optimization), on GDPO's advantages.
+
+    The paper, for one binary reward and a group of n successful responses O+ and m failed ones O-:
+
+        Eq. 3 (o_i in O+):  r+_{i,t} = alpha_1 r_i + alpha_2 (H_{i,t} / sum_{k in O+_t} H_{k,t}) d_t
+        Eq. 5 (o_j in O-):  r-_{j,t} = alpha_1 (-1) + alpha_2 ((1 / H_{j,t}) / sum_{k in O-_t} (1 / H_{k,t})) h_t (-1)
+
+    H_{i,t} the entropy of the distribution token t of response i was sampled from (old policy, no gradient),
+    O+_t / O-_t the successful / failed responses of the group still generating at position t, d_t = |O+_t|,
+    h_t = |O-_t|: the entropy share is normalised per position across the group, so that at each t the shaped
+    reward is only redistributed between the group's responses of one outcome (Proposition 2.2: with r_i = 1 and
+    alpha_1 + alpha_2 = 1, sum_{i in O+_t} r+_{i,t} = d_t). Successful responses credit their high-entropy tokens
+    more; failed ones are blamed more at their confident (low-entropy) tokens. Remark 2.1: ``eps`` is added to H
+    in the inverse of Eq. 5. The paper then standardises the shaped token rewards into token advantages (Eq. 6)
+    for its clipped token-level objective (Eq. 7); alpha_1 = 1, alpha_2 = 0.1 in its experiments. (Source: the
+    paper's abstract, read directly, gives the weight ratio H_{i,t} / sum_{k=1}^n H_{k,t}; Eq. 3, 5, Remark 2.1,
+    Proposition 2.2 and the alphas are as three independent reimplementations quote them with the paper's
+    numbering, which agree; the paper's body text itself could not be read when this was written.)
+
+    Adaptation to K rewards (this repository's arms share GDPO's per-reward normalisation): the response's outcome
+    is GDPO's summed advantage S_j = sum_k A_k (``outcome``; group-centred, so O+ = {S_j > 0}, the responses above
+    their group, O- = {S_j < 0}; S_j = 0, a group without spread or an unscorable response, is in neither and keeps
+    GDPO's advantage), and its signed magnitude, GDPO's batch-standardised advantage A_j (``A``), takes the place
+    of the paper's +-1 (r_i = 1 in O+, -1 in O-):
+
+        omega_{j,t} = d_t H_{j,t} / sum_{k in O+_t} H_{k,t}                     (j in O+; Eq. 3's share;
+                                                                                 1 where that sum is 0)
+        omega_{j,t} = h_t (H_{j,t} + eps)^-1 / sum_{k in O-_t} (H_{k,t} + eps)^-1   (j in O-; Eq. 5's share)
+        adv_{j,t}   = A_j (alpha_1 + alpha_2 omega_{j,t}) / (alpha_1 + alpha_2)   (0 on padding)
+
+    With one binary reward every O+ response has the same A_j > 0 and every O- one the same A_j < 0, so on each
+    outcome adv_{j,t} is the paper's r+_{j,t} (Eq. 3, r_j = 1) or r-_{j,t} (Eq. 5) times one positive constant.
+    Eq. 6's standardisation is not reproduced (its exact text could not be verified here): the scale is GDPO's
+    batch standardisation of S, and the division by alpha_1 + alpha_2 keeps the weights' mean over each outcome's
+    responses at every position at 1 (Proposition 2.2), so only alpha_2 / alpha_1 matters, as under Eq. 6. A flat
+    entropy (equal at each position across the group's responses of one outcome; all zero included) gives
+    omega = 1 and exactly GDPO's advantage, the analogue of GTPO reducing to GRPO/DAPO's uniform token reward.
+
+    Unlike the ``entropy`` arm (``entropy_weights``: within one response, across its positions), GTPO's weights
+    compare responses at the same position. A (B,), entropy (B, T) >= 0, mask (B, T): whole groups of
+    ``num_generations`` contiguous responses (TRL's layout); outcome (B,) defaults to A. Returns (B, T).
+    """
+    G = num_generations
+    B, T = entropy.shape
+    if B % G:
+        raise ValueError(f"GTPO compares the responses of a group at each position: {B} responses are not whole groups of {G}")
+    if alpha1 < 0 or alpha2 < 0 or alpha1 + alpha2 <= 0:
+        raise ValueError(f"GTPO's alpha_1={alpha1} and alpha_2={alpha2} must be >= 0 with a positive sum")
+    outcome = A if outcome is None else outcome
+    valid = mask > 0
+    H = torch.where(valid, entropy.to(torch.float32), torch.zeros((), dtype=torch.float32, device=entropy.device))
+    pos = valid & (outcome > 0).unsqueeze(1)  # O+_t membership of each (response, position)
+    neg = valid & (outcome < 0).unsqueeze(1)  # O-_t
+    grouped = lambda x: x.reshape(B // G, G, T)  # noqa: E731
+    # Eq. 3: share H_{i,t} / sum_{k in O+_t} H_{k,t} of d_t = |O+_t|; equal shares where every H in O+_t is 0
+    d = grouped(pos).sum(1, keepdim=True).to(torch.float32)
+    sum_h = grouped(H * pos).sum(1, keepdim=True)
+    share_pos = torch.where(sum_h > 0, grouped(H) / torch.where(sum_h > 0, sum_h, torch.ones_like(sum_h)),
+                            1.0 / d.clamp_min(1))
+    omega_pos = (share_pos * d).reshape(B, T)
+    # Eq. 5: share (1 / H_{j,t}) / sum_{k in O-_t} (1 / H_{k,t}) of h_t = |O-_t|, eps added to H (Remark 2.1)
+    inv = torch.where(neg, 1.0 / (H + eps), torch.zeros_like(H))
+    h = grouped(neg).sum(1, keepdim=True).to(torch.float32)
+    sum_inv = grouped(inv).sum(1, keepdim=True)
+    omega_neg = (grouped(inv) / torch.where(sum_inv > 0, sum_inv, torch.ones_like(sum_inv)) * h).reshape(B, T)
+    omega = torch.where(pos, omega_pos, torch.where(neg, omega_neg, torch.ones_like(H)))
+    w = (alpha1 + alpha2 * omega) / (alpha1 + alpha2)
+    return torch.nan_to_num(A.to(torch.float32), nan=0.0).unsqueeze(1) * w * valid.to(torch.float32)
+
+
 def placement(region: torch.Tensor, mask: torch.Tensor, q: torch.Tensor | None = None, blend: float = 1.0) -> torch.Tensor:
     """Placement by the verifiers' read regions (issue 42), a profile of mean 1 on each response's valid tokens:
 
         p_{k,t} = (1 - lambda) q_{k,t} / qbar_k + lambda m_{k,t} / mbar_k,    lambda = ``blend``
 
     region (B, K, T): the indicator m_{k,t} of the tokens reward k's verifier reads (its check region on the
-    response, ``diagnostics.region_indicator``); q (B, K|1, T): MRTPO's relevance (not read at lambda = 1); mask (B, T).
+    response, ``regions.region_indicator``); q (B, K|1, T): MRTPO's relevance (not read at lambda = 1); mask (B, T).
     Each profile is scaled to mean 1 by ``token_weights(x, mask, 1) = x / xbar``, which is exactly 1 on every valid
     token where xbar = 0 (a reward without a region on this response; a pair that was not replayed). Hence
     mean_t p = 1 and ``token_weights(p, mask, beta) = (1 - beta) + beta p``: MRTPO's weights with q replaced by p.
@@ -277,6 +369,7 @@ def mrtpo_advantages(
     region: torch.Tensor | None = None,
     region_blend: float = 0.0,
     beta: float = 0.0,
+    gtpo_alphas: tuple[float, float] = GTPO_ALPHAS,
     bound: bool = True,
     generator: torch.Generator | None = None,
     reduce_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
@@ -291,8 +384,10 @@ def mrtpo_advantages(
     ``token_weights(placement(region, mask), mask, beta)`` from the local check-region indicator (B, K, T); ``mrtpo``
     with ``region_blend`` lambda > 0: ``token_weights(placement(region, mask, q, lambda), mask, beta)`` (at lambda = 0
     the blend is skipped, so plain MRTPO is computed exactly as without it). Then
-    ``token_advantages`` with GDPO's global batch statistics of S and the bound. Returns (advantages, stats
-    of ``token_advantages``; empty for the response-level schemes).
+    ``token_advantages`` with GDPO's global batch statistics of S and the bound. ``gtpo``: ``gtpo_advantages``
+    of GDPO's advantages A, with S as the outcome, the local entropy and ``gtpo_alphas`` (alpha_1, alpha_2); ``local``
+    must hold whole groups. Returns (advantages, stats of ``token_advantages``; empty for the response-level
+    schemes and gtpo).
     """
     if method == "grpo":
         return grpo_advantages(rewards, num_generations)[local], {}
@@ -301,6 +396,14 @@ def mrtpo_advantages(
     A_k, A = gdpo_advantages(rewards, num_generations, reward_weights=reward_weights)
     if method == "gdpo":
         return A[local], {}
+    if method == "gtpo":
+        G = num_generations
+        start, stop, _ = local.indices(rewards.shape[0])
+        if start % G or (stop - start) % G:
+            raise ValueError(f"gtpo compares a group's responses at each position: this process's slice {local} of "
+                             f"the batch must hold whole groups of {G}")
+        S = summed_advantage(A_k)
+        return gtpo_advantages(A[local], entropy, mask, G, *gtpo_alphas, outcome=S[local]), {}
     if method == "uniform":
         w = uniform_weights(mask, rewards.shape[1])
     elif method == "entropy":

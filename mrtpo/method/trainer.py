@@ -1,7 +1,7 @@
 """MRTPOConfig / MRTPOTrainer: TRL's GRPO with reward-specific token-level advantages (PAPER.md §3).
 
 The trainer only orchestrates one step: TRL generates and scores (``Scored``); the replay (``mrtpo.method.replay``)
-gives each response's JS profiles q (the ``region`` method and the blend: the check regions, ``diagnostics.
+gives each response's JS profiles q (the ``region`` method and the blend: the check regions, ``regions.
 region_indicator``); ``advantages.mrtpo_advantages`` turns rewards and q into (B, T) advantages; TRL's loss trains
 on them. Sampled q profiles are written by the ``ProfileWriter`` callback; the logs are ``trainer_logs.TrainerLogs``.
 """
@@ -19,10 +19,20 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from mrtpo.method.advantages import DISTILLING, METHODS, REPLAYING, beta_at, mrtpo_advantages, placement, replay_needed
-from mrtpo.method.relevance import record_entropies
-from mrtpo.method.regions import region_indicator
+from mrtpo.method.advantages import (
+    DISTILLING,
+    GTPO_ALPHAS,
+    METHODS,
+    READS_ENTROPY,
+    REPLAYING,
+    beta_at,
+    mrtpo_advantages,
+    placement,
+    replay_needed,
+)
 from mrtpo.method.distillation import DIVERGENCES, distillation_loss
+from mrtpo.method.regions import region_indicator
+from mrtpo.method.relevance import record_entropies
 from mrtpo.method.replay import relevance, safe_z_blocks, teacher_hidden
 from mrtpo.method.trainer_logs import TrainerLogs
 
@@ -53,8 +63,11 @@ class MRTPOConfig(GRPOConfig):
             "help": "Advantage scheme: 'grpo' (normalise the summed reward), 'gdpo' (normalise each reward, sum, "
             "batch-scale), 'mrtpo' (per-reward leave-one-out replay, K_x extra forwards), 'joint' (one profile "
             "from P_all vs P_0, one extra forward), 'shuffled' (MRTPO weights at random positions), 'uniform' "
-            "(MRTPO machinery with w = 1; trains exactly as gdpo), 'entropy' (control arm: MRTPO's weights from the "
-            "sampling policy's token entropy instead of q, shared by all rewards; no replay), 'region' (positive control: "
+            "(MRTPO machinery with w = 1; trains exactly as gdpo), 'entropy' (an entropy-weighted MRTPO placement "
+            "control, not GTPO: MRTPO's within-response weights with q replaced by the sampling policy's token entropy, "
+            "shared by all rewards; no replay), 'gtpo' (GTPO, Tan et al. 2025, arXiv 2508.04349: GDPO's advantage "
+            "shaped per token by the entropy share at each position among the group's responses above (H) or below "
+            "(1/H) their group, alpha_1 + alpha_2 omega; no replay), 'region' (positive control: "
             "MRTPO's weights with q replaced by the indicator of each verifier's read region, uniform where a reward "
             "has none or reads the whole response; no replay), 'opsd' (on-policy self-distillation: the loss is the "
             "divergence from the teacher, the policy shown every Z block; no RL term)."
@@ -86,6 +99,15 @@ class MRTPOConfig(GRPOConfig):
     )
     mrtpo_beta: float = field(
         default=0.5, metadata={"help": "Reallocation strength beta in w = (1 - beta) + beta q / qbar, in [0, 1]."}
+    )
+    gtpo_alpha1: float = field(
+        default=GTPO_ALPHAS[0],
+        metadata={"help": "advantage='gtpo': alpha_1, the weight of the outcome reward (GTPO's Eq. 3 and 5; the "
+                  "paper's 1.0). Only alpha_2 / alpha_1 matters: the weights are divided by alpha_1 + alpha_2."},
+    )
+    gtpo_alpha2: float = field(
+        default=GTPO_ALPHAS[1],
+        metadata={"help": "advantage='gtpo': alpha_2, the weight of the entropy-shaped reward (the paper's 0.1)."},
     )
     region_blend: float = field(
         default=0.0,
@@ -123,6 +145,9 @@ class MRTPOConfig(GRPOConfig):
             raise ValueError(f"advantage={self.advantage!r} is not one of {', '.join(METHODS)}")
         if not 0.0 <= self.mrtpo_beta <= 1.0:
             raise ValueError(f"mrtpo_beta={self.mrtpo_beta} must lie in [0, 1]")
+        if self.gtpo_alpha1 < 0 or self.gtpo_alpha2 < 0 or self.gtpo_alpha1 + self.gtpo_alpha2 <= 0:
+            raise ValueError(f"gtpo_alpha1={self.gtpo_alpha1} and gtpo_alpha2={self.gtpo_alpha2} must be >= 0 with a "
+                             "positive sum")
         if not 0.0 <= self.region_blend <= 1.0 or (self.region_blend > 0 and self.advantage != "mrtpo"):
             raise ValueError(f"region_blend={self.region_blend} must lie in [0, 1], and be 0 unless advantage='mrtpo'")
         if self.opsd_teacher not in ("initial", "current"):
@@ -172,9 +197,9 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         self.reads_regions = self.args.advantage == "region" or self.args.region_blend > 0
         if self.reads_regions and check_regions is None:
             raise ValueError("advantage='region' and region_blend > 0 place by the check regions: pass check_regions=...")
-        if self.args.advantage == "entropy" and (self.use_vllm or self.use_transformers_continuous_batching or self.tools):
+        if self.args.advantage in READS_ENTROPY and (self.use_vllm or self.use_transformers_continuous_batching or self.tools):
             raise ValueError(
-                "advantage='entropy' reads token entropies from the logits of transformers' generate; vLLM, "
+                f"advantage={self.args.advantage!r} reads token entropies from the logits of transformers' generate; vLLM, "
                 "continuous batching and tool calls do not expose them: turn those off for this arm"
             )
         self.distills = self.args.advantage in DISTILLING or self.args.opsd
@@ -205,11 +230,12 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
     def _generate_single_turn(self, *args, **kwargs):
         """TRL's generation, recording the sampling distribution's entropy at every generated position.
 
-        The entropy comes from the logits generation computes anyway (``diagnostics.record_entropies``): the loss
+        The entropy comes from the logits generation computes anyway (``relevance.record_entropies``): the loss
         pass also has them, but only after the advantages are needed, and only for one micro-batch. Recorded in
-        training for the schemes that read it (the entropy arm; the replaying ones log its correlation with q).
+        training for the schemes that read it (``READS_ENTROPY``: the entropy arm and GTPO; the replaying ones log its
+        correlation with q).
         """
-        reads = self.args.advantage == "entropy" or self.args.advantage in REPLAYING
+        reads = self.args.advantage in READS_ENTROPY or self.args.advantage in REPLAYING
         if not (self.model.training and reads) or self.use_vllm or self.use_transformers_continuous_batching:
             return super()._generate_single_turn(*args, **kwargs)
         with record_entropies(self.accelerator.unwrap_model(self.model), self.temperature) as steps:
@@ -271,8 +297,8 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         beta = beta_at(self.state.global_step, args.mrtpo_beta, args.beta_warmup_steps)
         q, generator = None, None
         entropy = self._token_entropy(mask)
-        if args.advantage == "entropy" and entropy is None:
-            raise RuntimeError("advantage='entropy' found no generation entropies this step (a tool-call turn?)")
+        if args.advantage in READS_ENTROPY and entropy is None:
+            raise RuntimeError(f"advantage={args.advantage!r} found no generation entropies this step (a tool-call turn?)")
         scheme = "gdpo" if args.advantage in DISTILLING else args.advantage  # OPSD: GDPO's, for the logs only
         if args.advantage in REPLAYING:
             q = self._relevance(out, need[local], joint=args.advantage == "joint")
@@ -283,7 +309,7 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         adv, stats = mrtpo_advantages(
             rewards, self.num_generations, scheme, local, reward_weights=self.reward_weights.to(rewards.device),
             saw=args.saw, mask=mask, q=q, entropy=entropy, region=region, region_blend=args.region_blend, beta=beta,
-            bound=args.bound, generator=generator, reduce_sum=lambda x: self.accelerator.reduce(x, reduction="sum"),
+            gtpo_alphas=(args.gtpo_alpha1, args.gtpo_alpha2), bound=args.bound, generator=generator, reduce_sum=lambda x: self.accelerator.reduce(x, reduction="sum"),
         )
         if region is not None:  # the placement those weights used ('region': the blend's end, lambda = 1)
             blend = 1.0 if args.advantage == "region" else args.region_blend
@@ -312,7 +338,7 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
     def _region_indicator(self, mask: torch.Tensor) -> torch.Tensor:
         """(B, K, T) indicator of each reward's check region on this process's responses: ``check_regions`` (through
         ``replay.safe_z_blocks``: a response it fails on gets no region, i.e. uniform weights) mapped onto the tokens
-        by ``diagnostics.region_indicator``, as the localisation metric maps them."""
+        by ``regions.region_indicator``, as the localisation metric maps them."""
         sc = self._scored
         regions, errors = safe_z_blocks(self.check_regions, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
         if errors is not None:

@@ -73,7 +73,7 @@ class TrainerLogs:
 
     def _log_region_ratio(self, profile: torch.Tensor, region: torch.Tensor, mask: torch.Tensor,
                           need: torch.Tensor) -> None:
-        """Check-region ratio (PAPER.md §7: ``diagnostics.check_region_ratio``, a ratio of pooled shares) of the
+        """Check-region ratio (PAPER.md §7: ``regions.check_region_ratio``, a ratio of pooled shares) of the
         placement the weights use, per reward (``mrtpo/<reward>/region_ratio``) and over all rewards
         (``mrtpo/region_ratio``), over this process's pairs whose advantage varies (``need``: non-zero group std).
 
