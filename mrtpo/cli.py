@@ -123,7 +123,8 @@ def cmd_train(args) -> None:
 
     from mrtpo.models.geometry import job_rank
 
-    r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **_overrides(args))
+    overrides = _overrides(args)
+    r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **overrides)
     if job_rank() == 0:  # on several processes, process 0 evaluates and writes the folder
         print(("trained: " if r.trained else "reused: ") + str(r.path))
         _print_eval(r.eval)

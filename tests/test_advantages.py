@@ -232,7 +232,8 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
         assert torch.equal(got, A[local]) and stats == {}
         return
     if method == "gtpo":  # GTPO's entropy shaping of GDPO's advantage, its summed advantage S the outcome
-        from mrtpo.method.advantages import gtpo_advantages, summed_advantage
+        from mrtpo.method.advantages import summed_advantage
+        from mrtpo.method.gtpo import gtpo_advantages
 
         want = gtpo_advantages(A[local], entropy[local], mask[local], G, outcome=summed_advantage(A_k)[local])
         assert torch.equal(got, want) and stats == {}

@@ -31,7 +31,6 @@ def test_shared_probe_scores_enough_responses():
 
 def test_a_changed_reward_changes_the_fingerprint(monkeypatch):
     """One reward function that scores one response differently gives another shared digest."""
-    from mrtpo.tasks import get_task
 
     task = get_task("tool")
     before = shared_probe(get_task("tool"))

@@ -1,10 +1,11 @@
-"""The ``gtpo`` arm (``mrtpo.method.advantages.gtpo_advantages``): GTPO's entropy-shaped token reward (Tan et al. 2025,
+"""The ``gtpo`` arm (``mrtpo.method.gtpo.gtpo_advantages``): GTPO's entropy-shaped token reward (Tan et al. 2025,
 arXiv 2508.04349, Eq. 3 and 5) on GDPO's advantages, checked against the equations written out literally."""
 
 import pytest
 import torch
 
-from mrtpo.method.advantages import GTPO_ALPHAS, gdpo_advantages, gtpo_advantages, mrtpo_advantages, summed_advantage
+from mrtpo.method.advantages import gdpo_advantages, mrtpo_advantages, summed_advantage
+from mrtpo.method.gtpo import GTPO_ALPHAS, gtpo_advantages
 
 
 def paper_token_rewards(outcome, entropy, mask, G, alpha1, alpha2, eps=1e-8):

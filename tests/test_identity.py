@@ -86,7 +86,7 @@ def test_optional_recipe_fields_enter_the_hash_only_when_set():
     assert Recipe.from_dict(json.loads(json.dumps(dataclasses.asdict(child)))) == child
     old = {k: v for k, v in dataclasses.asdict(base).items() if k not in OPTIONAL_FIELDS}
     assert recipe_hash("sql", Recipe.from_dict(json.loads(json.dumps(old))), 0) == "8a33c97be6"
-    with pytest.raises(ValueError, match="not fields of recipes.Recipe: init_from"):
+    with pytest.raises(ValueError, match="not fields of Recipe: init_from"):
         Recipe.from_dict({**old, "init_from": "x"})
     with pytest.raises(ValueError, match="parent's size"):
         dataclasses.replace(base, size="smoke", parent=base)

@@ -232,7 +232,7 @@ def test_js_profile_is_zero_for_identical_prompts(smoke_builds):
 def test_a_local_folder_is_a_model_for_the_runner(smoke_builds, tmp_path, monkeypatch):
     """A folder of weights is resolved as given, takes the task's paper-scale hyperparameters, and names its
     run folders by its last part (the error message tells users to pass one)."""
-    from mrtpo import runs
+    from mrtpo.runs import runner as runs
 
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path))
     folder = str(smoke_builds[0])
@@ -262,7 +262,7 @@ def test_plan_of_every_paper_model_keeps_the_papers_step(gpus, monkeypatch, tmp_
 
 
 def test_a_run_folder_name_says_when_its_steps_are_not_the_default():
-    from mrtpo import runs
+    from mrtpo.runs import runner as runs
     from mrtpo.runs.config import resolve
 
     assert runs.run_name(resolve("sql", "gdpo", steps=300), "0" * 64) == "gdpo-steps300-seed0-00000000"

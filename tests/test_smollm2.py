@@ -147,7 +147,7 @@ def test_two_training_steps_write_a_run_folder(converted, cache, shared_data, tm
     greedy evaluation on the first 2 prompts of IFEval and IFBench."""
     import pandas as pd
 
-    from mrtpo import runs
+    from mrtpo.runs import runner as runs
     from mrtpo.tasks.instruct.task import SYNTHETIC_TRAIN
 
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))

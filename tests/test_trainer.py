@@ -198,7 +198,8 @@ def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_pa
 def test_gtpo_arm_shapes_gdpo_by_generation_entropy(smoke_policy, tmp_path):
     """The gtpo arm's token advantages are ``gtpo_advantages`` of GDPO's advantages (S the outcome, the trainer's
     alphas) with the entropy of each sampled token's distribution, recomputed here by a forward."""
-    from mrtpo.method.advantages import gdpo_advantages, gtpo_advantages, summed_advantage
+    from mrtpo.method.advantages import gdpo_advantages, summed_advantage
+    from mrtpo.method.gtpo import gtpo_advantages
     from mrtpo.method.relevance import token_entropy
 
     from transformers import AutoModelForCausalLM

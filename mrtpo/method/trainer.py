@@ -19,18 +19,10 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from mrtpo.method.advantages import (
-    DISTILLING,
-    GTPO_ALPHAS,
-    METHODS,
-    READS_ENTROPY,
-    REPLAYING,
-    beta_at,
-    mrtpo_advantages,
-    placement,
-    replay_needed,
-)
+from mrtpo.method.advantages import (DISTILLING, METHODS, READS_ENTROPY, REPLAYING, beta_at, mrtpo_advantages,
+                                     placement, replay_needed)
 from mrtpo.method.distillation import DIVERGENCES, distillation_loss
+from mrtpo.method.gtpo import GTPO_ALPHAS
 from mrtpo.method.regions import region_indicator
 from mrtpo.method.relevance import record_entropies
 from mrtpo.method.replay import relevance, safe_z_blocks, teacher_hidden

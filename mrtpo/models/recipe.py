@@ -83,7 +83,7 @@ class Recipe:
         lacks (a base built before they existed) take their defaults."""
         unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ValueError(f"not fields of tiny.Recipe: {', '.join(sorted(unknown))}")
+            raise ValueError(f"not fields of Recipe: {', '.join(sorted(unknown))}")
         kw = dict(d)
         if "noise" in kw:
             kw["noise"] = tuple(Noise(n["kind"], n["p"], tuple(n["gate"])) for n in kw["noise"])

@@ -10,6 +10,6 @@ May import ``mrtpo.files``, ``mrtpo.method``, ``mrtpo.tasks`` and ``mrtpo.models
 """
 
 from mrtpo.runs.config import RunConfig, resolve
-from mrtpo.runs.runner import base_evaluation, find, locate, run, train
+from mrtpo.runs.runner import base_evaluation, base_path, find, locate, run, train
 
-__all__ = ["RunConfig", "base_evaluation", "find", "locate", "resolve", "run", "train"]
+__all__ = ["RunConfig", "base_evaluation", "base_path", "find", "locate", "resolve", "run", "train"]

@@ -210,6 +210,8 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
     """
     if not isinstance(task, Task) and task not in TASKS:
         _fail("task", task, ", ".join(TASKS))
+    if overrides.get("dial") is not None:
+        overrides = {**overrides, "dial": dial_setting(overrides["dial"], model)}
     task = task if isinstance(task, Task) else get_task(task)  # the one lookup of a run's task
     base, *mods = method.split("+")
     if base not in METHODS or any(m not in MODIFIERS for m in mods) or len(set(mods)) < len(mods):
@@ -246,8 +248,6 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
         values[m] = bool(values.get(m, False)) or m in mods
     if callable(values.get("z_blocks")):
         values["z_blocks"] = z_blocks_key(values["z_blocks"])
-    if values.get("dial") is not None:
-        values["dial"] = dial_setting(values["dial"], model)
     try:  # a float: 1 (from JSON) and 1.0 are one setting, one hash
         values["region_blend"] = float(values.get("region_blend", 0.0))
     except (TypeError, ValueError):

@@ -270,20 +270,21 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
 
     if (cfg.z_blocks is None) != (z_blocks is None):
         raise ValueError("train: pass the Z-block function whose key the config holds (and only then)")
-    path = base_path(cfg)
     require_benchmark_files(cfg)  # a paper-scale run missing a benchmark file fails now, not after training
-    task = cfg.training_task
-    out = work / "trainer"
+    behaviour = record(cfg.task, folder_arm(dataclasses.asdict(cfg)))  # the behaviour of the code that trains it
+    data, task, out = train_data(cfg), cfg.training_task, work / "trainer"
+    path = base_path(cfg)
     resume = last_checkpoint(out)
     if resume is not None:  # profiles written after that checkpoint are written again when resumed
         truncate_profiles(out / "profiles.jsonl", int(resume.name.split("-")[1]))
         if int(resume.name.split("-")[1]) >= cfg.steps:  # killed after training: Trainer.train would take a step more
-            return {**_finished(resume, work, path), **record(cfg.task, folder_arm(dataclasses.asdict(cfg)))}
+            return {**_finished(resume, work, path), **behaviour}
     elif out.exists():
         shutil.rmtree(out)
+    args, tokenizer = trainer_config(cfg, out, path), load_tokenizer(path)
     trainer = MRTPOTrainer(
-        model=str(path), processing_class=load_tokenizer(path), reward_funcs=task.reward_funcs(), train_dataset=train_data(cfg),
-        args=trainer_config(cfg, out, path), z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions,
+        model=str(path), processing_class=tokenizer, reward_funcs=task.reward_funcs(), train_dataset=data,
+        args=args, z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_model(str(work / "final"))
@@ -302,7 +303,7 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
         # runs committed before mrtpo.models.tokenizer.load_tokenizer lack this: they ran with AutoTokenizer's
         # Qwen2Tokenizer, which split identifiers ("person_id" -> "person" "_id") as the warm-up never did
         "tokenizer_class": type(trainer.processing_class).__name__,
-        **record(cfg.task, folder_arm(dataclasses.asdict(cfg))),  # the behaviour of the code that trained it
+        **behaviour,
         "work_dir": portable(str(work)),
         "log_history": trainer.state.log_history,
     }
