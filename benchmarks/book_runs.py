@@ -18,9 +18,9 @@ finished runs measure it (``powered_seeds``: an internal pilot — the sd of the
 present, never the difference itself; at most ``MAX_POWERED_SEEDS``); (3) convergence — GDPO and MRTPO for
 300 steps (``claims.LONG_STEPS``) on text-to-SQL, and its fixed-length control (``+constlen``, the default steps)
 beside the length curves; (4) dose-response — GDPO and MRTPO on the testbed's dial bases
-(``--dial``, every setting of ``tiny.DIAL_SETTINGS``) for text-to-SQL and instruction following, two seeds at
+(``--dial``, every setting of ``recipe.DIAL_SETTINGS``) for text-to-SQL and instruction following, two seeds at
 every setting before the third (a setting enters the slope with two shared seeds), analysed by
-``mrtpo.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
+``mrtpo.analysis.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
 exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW and (text-to-SQL)
 sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
 beta). Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that
@@ -37,11 +37,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mrtpo.claims import LONG_STEPS  # noqa: E402 (after the repository is on the path)
-from mrtpo.dose_response import MIN_SHARED_SEEDS  # noqa: E402
-from mrtpo.evidence import BETAS  # noqa: E402
-from mrtpo.models import model_spec  # noqa: E402
-from mrtpo.tiny import DIAL_SETTINGS  # noqa: E402
+from mrtpo.analysis.claims import LONG_STEPS
+from mrtpo.analysis.dose_response import MIN_SHARED_SEEDS
+from mrtpo.analysis.evidence import BETAS
+from mrtpo.models import model_spec
+from mrtpo.models.recipe import DIAL_SETTINGS
+from mrtpo.tasks import get_task
 
 TASKS = ("sql", "tool", "if")
 #: instruction following gets 5 seeds per arm, as the paper
@@ -83,7 +84,7 @@ def powered_seeds(model: str = "tiny", delta: float = 0.05, power: float = 0.8, 
     """Per task, the seeds per arm that MRTPO − GDPO needs for a difference of ``delta`` at ``power``
     (``power_analysis.book_power`` over the finished runs), capped at ``cap``; only tasks where that sd is paired
     (two shared seeds or more) — elsewhere it is unknown or borrowed, and the grid's own seeds stand."""
-    from mrtpo.power_analysis import book_power
+    from mrtpo.analysis.power_analysis import book_power
 
     table = book_power(model, delta, power)
     rows = table[(table["comparison"] == " − ".join(POWERED)) & (table["measured"] == "paired")].drop_duplicates("task")
@@ -117,7 +118,7 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
         if task == "sql":
             plan += [Planned("ablation", task, m, s, overrides={"rewards": "sub"}) for s in n(task) for m in ("mrtpo", "gdpo")]
     for task in TASKS:
-        betas = [b for b in BETAS if b != model_spec(task).mrtpo_beta]  # the main MRTPO run is the sweep's default beta
+        betas = [b for b in BETAS if b != model_spec(get_task(task)).mrtpo_beta]  # the main MRTPO run is the sweep's default beta
         plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in betas]
     seen, out = set(), []
     for p in plan:
@@ -133,7 +134,7 @@ def status(plan: list[Planned]) -> list[dict]:
     from tqdm.auto import tqdm
 
     from mrtpo import runs as runner
-    from mrtpo.results import runs_table
+    from mrtpo.runs.results import runs_table
 
     done = runs_table()
     done = done[done["model"] == "tiny"].assign(base=lambda d: d["dial"].notna().map({True: "dial", False: "default"}),
@@ -155,15 +156,15 @@ def status(plan: list[Planned]) -> list[dict]:
 def missing_dial_bases(plan: list[Planned]) -> list[str]:
     """``<task> dial <setting>`` for every dial base the plan needs that is neither in the model cache nor shipped
     under ``bases/`` (a shipped base is copied into the cache by its first run, not built)."""
-    from mrtpo.tasks import get_task
-    from mrtpo.tiny import dial_recipe, shipped_base, tiny_path
+    from mrtpo.models.recipe import dial_recipe
+    from mrtpo.models.tiny import shipped_base, tiny_path
 
     def available(path) -> bool:
         return (path / "mrtpo_recipe.json").exists() or shipped_base(path.name) is not None
 
     needed = dict.fromkeys((p.task, p.overrides["dial"]) for p in plan if "dial" in p.overrides)
     return [f"{task} dial {d:g}" for task, d in needed
-            if not available(tiny_path(task, recipe=dial_recipe(get_task(task), d)))]
+            if not available(tiny_path(get_task(task), recipe=dial_recipe(get_task(task), d)))]
 
 
 def main(argv=None) -> None:

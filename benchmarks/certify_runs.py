@@ -1,4 +1,5 @@
-"""Certify committed run folders written before behaviour fingerprints existed (``mrtpo.fingerprint``): replay
+from mrtpo.runs.probes import first_step, resolve_folder_config, step_differences
+"""Certify committed run folders written before behaviour fingerprints existed (``mrtpo.runs.behaviour``): replay
 each folder's first step with the current code (``fingerprint.first_step``, one thread) and compare every logged
 value with the folder's step 1 (``fingerprint.step_differences``). One JSON line per folder is appended to the
 output file (restartable: folders already there are skipped); ``--stamp`` then records the current fingerprint in
@@ -30,12 +31,12 @@ def main() -> None:
     import pandas as pd
     import torch
 
-    from mrtpo import fingerprint as F
-    from mrtpo.evaluation import evaluate
+    from mrtpo.runs import behaviour as F
+    from mrtpo.runs.evaluation import evaluate
     from mrtpo.runs import base_path
-    from mrtpo.manifest import write_manifest
-    from mrtpo.results import run_folders
-    from mrtpo.paths import results_root
+    from mrtpo.files.manifest import write_manifest
+    from mrtpo.runs.results import run_folders
+    from mrtpo.files.paths import results_root
 
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -72,14 +73,14 @@ def main() -> None:
             continue
         start = time.time()
         if folder in bases:  # an untrained base's evaluation: evaluated again, every number compared
-            again = evaluate(F.resolve_folder_config(config), base_path(F.resolve_folder_config(config)))
+            again = evaluate(resolve_folder_config(config), base_path(resolve_folder_config(config)))
             logged, replayed = flat(json.loads((folder / "eval.json").read_text())), flat(again)
             diffs = {k: (logged.get(k), replayed.get(k)) for k in set(logged) | set(replayed)
                      if logged.get(k) != replayed.get(k)}
         else:
-            replayed = F.first_step(config)
+            replayed = first_step(config)
             logged = pd.read_csv(folder / "metrics.csv").iloc[0].to_dict()
-            diffs = F.step_differences(logged, replayed)
+            diffs = step_differences(logged, replayed)
         row = {"folder": rel, "match": not diffs, "diffs": {k: list(v) for k, v in diffs.items()},
                "compared": len(set(logged) & set(replayed)), "seconds": round(time.time() - start, 1),
                "date": time.strftime("%Y-%m-%d"), "base": folder in bases}

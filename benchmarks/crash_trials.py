@@ -51,15 +51,15 @@ def phase_functions() -> dict:
     import transformers
     import trl
 
-    import mrtpo.diagnostics
-    import mrtpo.trainer
+    import mrtpo.analysis.diagnostics
+    import mrtpo.method.trainer
 
     return {"generation": (trl.GRPOTrainer, "_generate_and_score_completions"),
-            "replay": (mrtpo.trainer.MRTPOTrainer, "_advantages"),
+            "replay": (mrtpo.method.trainer.MRTPOTrainer, "_advantages"),
             "optimizer": (torch.optim.AdamW, "step"),
             "checkpoint": (transformers.Trainer, "_save_checkpoint"),
             "rename": (pathlib.Path, "rename"),
-            "evaluation": (mrtpo.diagnostics, "sample")}
+            "evaluation": (mrtpo.analysis.diagnostics, "sample")}
 
 
 def _is_run_folder_rename(args) -> bool:

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from mrtpo.paths import data_root
+from mrtpo.files.paths import data_root
 from mrtpo.tasks import get_task
 from mrtpo.tasks.base import completion_text
 

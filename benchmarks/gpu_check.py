@@ -2,7 +2,7 @@
 
 One run, on one GPU (``benchmarks/gpu_check.sh`` wraps it with the time limit):
 
-1. a from-scratch rehearsal base (``mrtpo.rehearsal``) of Qwen2.5-0.5B's shape with Qwen's 151,936-row
+1. a from-scratch rehearsal base (``mrtpo.models.rehearsal``) of Qwen2.5-0.5B's shape with Qwen's 151,936-row
    vocabulary, stored in bf16;
 2. training steps of ``gdpo``, ``mrtpo`` and ``joint`` through ``MRTPOTrainer.train()`` with the paper path's
    settings (bf16 autocast, gradient checkpointing, one optimizer step per batch of prompts x generations),
@@ -36,8 +36,8 @@ import torch
 from transformers import TrainerCallback
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
-from mrtpo.rehearsal import QWEN_VOCAB, build_rehearsal, suppressed_ids
-from mrtpo.relevance import js_relevance
+from mrtpo.models.rehearsal import QWEN_VOCAB, build_rehearsal, suppressed_ids
+from mrtpo.method.relevance import js_relevance
 from mrtpo.tasks import get_task
 from mrtpo.tasks.base import completion_text
 

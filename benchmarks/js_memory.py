@@ -52,7 +52,7 @@ def measure(path: str, dtype_name: str, positions: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from mrtpo.relevance import js_chunk_positions, js_relevance
+    from mrtpo.method.relevance import js_chunk_positions, js_relevance
 
     torch.set_num_threads(1)
     dtype = getattr(torch, dtype_name)

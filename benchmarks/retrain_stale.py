@@ -21,7 +21,7 @@ from pathlib import Path
 
 def run_arguments(config: dict) -> tuple[tuple, dict]:
     """(task, method label, model, seed, steps) and the overrides that make ``runs.resolve`` give ``config`` back."""
-    from mrtpo.config import method_label, resolve
+    from mrtpo.runs.config import method_label, resolve
 
     args = (config["task"], method_label(config), config["model"], config["seed"], config["steps"])
     default = resolve(*args).__dict__
@@ -36,7 +36,7 @@ def main() -> None:
     import torch
 
     from mrtpo import runs
-    from mrtpo.paths import results_root
+    from mrtpo.files.paths import results_root
 
     ap = argparse.ArgumentParser()
     ap.add_argument("queue")

@@ -1,3 +1,4 @@
+from mrtpo.tasks import get_task
 """Runs per hour (issue 13): wall time of a whole 100-step MRTPO tiny run (training and the final evaluation) per
 task, before and after the speed-ups, on the same machine and configuration.
 
@@ -72,12 +73,12 @@ def main() -> None:
     out = Path(args.out)
     done = pd.read_csv(out) if out.exists() else pd.DataFrame(columns=["task", "version"])
     checkouts = {"before": Path(args.before).resolve(), "after": ROOT}
-    from mrtpo.tiny import tiny_path
+    from mrtpo.models.tiny import tiny_path
 
     for version in args.versions:  # every "before" first: the slow runs, which no change of this checkout affects
         for task in args.tasks:
-            if not (tiny_path(task) / "mrtpo_recipe.json").exists():  # a run would build it: not this script's job
-                print(f"{task}: its tiny base is not built ({tiny_path(task).name}); skipped", flush=True)
+            if not (tiny_path(get_task(task)) / "mrtpo_recipe.json").exists():  # a run would build it: not this script's job
+                print(f"{task}: its tiny base is not built ({tiny_path(get_task(task)).name}); skipped", flush=True)
                 continue
             if ((done["task"] == task) & (done["version"] == version)).any():
                 continue

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mrtpo.paths import data_root
+from mrtpo.files.paths import data_root
 from mrtpo.tasks.sql.sandbox import SQLExecutor
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,13 +39,13 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
-from mrtpo.config import resolve
-from mrtpo.contexts import append_section
-from mrtpo.paths import cache_root
-from mrtpo.replay import replay_hidden, safe_z_blocks
+from mrtpo.runs.config import resolve
+from mrtpo.method.contexts import append_section
+from mrtpo.files.paths import cache_root
+from mrtpo.method.replay import replay_hidden, safe_z_blocks
 from mrtpo.runs import train_data
 from mrtpo.tasks import get_task
-from mrtpo.tiny import tiny_path
+from mrtpo.models.tiny import tiny_path
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("trl-gdpo", "gdpo", "entropy", "joint", "mrtpo")
@@ -54,7 +54,7 @@ PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 def make_trainer(variant: str, task_name: str, out: Path, steps: int):
     cfg = resolve(task_name, "gdpo" if variant == "trl-gdpo" else variant, "tiny")
-    task, model = get_task(task_name), str(tiny_path(task_name))
+    task, model = get_task(task_name), str(tiny_path(get_task(task_name)))
     common = dict(
         output_dir=str(out / task_name / variant), use_cpu=not torch.cuda.is_available(), bf16=False, report_to="none",
         num_generations=cfg.num_generations, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
@@ -161,7 +161,7 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict
             "max_completion": cfg.max_completion_length,
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({os.cpu_count()} cores, 1 thread)",
             "machine": f"{platform.system()} {platform.machine()}, torch {torch.__version__}",
-            "model": tiny_path(task_name).name,
+            "model": tiny_path(get_task(task_name)).name,
         })
     return rows
 
@@ -175,8 +175,8 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for task_name in args.tasks:
-        if not (tiny_path(task_name) / "mrtpo_recipe.json").exists():
-            print(f"{task_name}: its tiny base is not built ({tiny_path(task_name).name}); skipped "
+        if not (tiny_path(get_task(task_name)) / "mrtpo_recipe.json").exists():
+            print(f"{task_name}: its tiny base is not built ({tiny_path(get_task(task_name)).name}); skipped "
                   f"(build it with `mrtpo train --task {task_name}` or benchmarks/tiny_models.py)", flush=True)
             continue
         rows += bench_task(task_name, args.steps, 1, cache_root() / "bench")

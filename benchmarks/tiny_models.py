@@ -8,7 +8,7 @@ only or a region is missing from some responses, so that a figure rests on fewer
 * variance: the P groups of G samples from the bare prompt P_0; fraction of groups whose reward std is > 0,
   per reward (target >= 0.5);
 * localisation: every sampled response (``--replay R``: the first R of each group) and each reward k with a
-  Z block, replayed under P_all and P_minus_k of its own Z blocks (``mrtpo.replay.relevance``, the trainer's
+  Z block, replayed under P_all and P_minus_k of its own Z blocks (``mrtpo.method.replay.relevance``, the trainer's
   replay); q_t = sqrt(JS/ln 2). Check-region ratio (PAPER.md §7, ``diagnostics.check_region_ratio``) =
   (sum q inside the region the verifier reads / sum q) / (tokens inside / tokens), pooled over responses
   (target >= 3); also the region's share of the shift and of the tokens, and the concentration (tokens holding
@@ -27,7 +27,7 @@ share it, so every s.e. treats the prompts, not the responses, as the independen
 
 * check-region ratio and ratio outside (ratios of pooled sums), median correlations: bootstrap over prompts,
   each replicate pooling every response of each drawn prompt (``diagnostics.region_ratios_se``,
-  ``relevance.median_correlations_se``; ``stats.cluster_bootstrap_se``, 1000 resamples);
+  ``median_correlations_se``; ``stats.cluster_bootstrap_se``, 1000 resamples);
 * variance (a fraction of P independent groups): the binomial s.e. ``sqrt(p (1 - p) / groups)``;
 * reading: each arm's success rate with the clustered s.e. of a mean over its prompts' samples
   (``stats.clustered_mean_se``; the binomial s.e. of P x G independent samples would be too small when prompts
@@ -39,7 +39,7 @@ share it, so every s.e. treats the prompts, not the responses, as the independen
 With ``--learning``: 100 GDPO steps (3 seeds, the runner's runs) vs the untrained base, and the RL run times
 (``--mrtpo-seeds``: MRTPO's too); with ``--dial`` as well, on the dial bases of those settings.
 
-With ``--dial``: the dial bases instead (``tiny.dial_recipe`` at each of ``tiny.DIAL_SETTINGS``, built when
+With ``--dial``: the dial bases instead (``recipe.dial_recipe`` at each of ``recipe.DIAL_SETTINGS``, built when
 absent), each measured as above; criteria ``dial/<setting>/<criterion>`` (e.g. ``dial/0.5/localisation/format``),
 the base and its recipe in the notes of ``dial/<setting>/budget/build_seconds``.
 
@@ -61,13 +61,18 @@ import torch
 
 import numpy as np
 
-from mrtpo import diagnostics as D
-from mrtpo import stats
-from mrtpo.contexts import build_contexts
-from mrtpo.relevance import median_correlations, median_correlations_se, specificity
-from mrtpo.replay import relevance
+from mrtpo.analysis import diagnostics as D
+from mrtpo.analysis import stats
+from mrtpo.method.contexts import build_contexts
+from mrtpo.method.relevance import median_correlations, specificity
+from mrtpo.analysis.diagnostics import median_correlations_se
+from mrtpo.method.replay import relevance
 from mrtpo.tasks import get_task
-from mrtpo.tiny import DIAL_SETTINGS, Recipe, default_recipe, dial_recipe, tiny_base
+from mrtpo.models.recipe import DIAL_SETTINGS, Recipe, default_recipe, dial_recipe
+from mrtpo.models.tiny import tiny_base
+from mrtpo.method.regions import check_region_ratio, in_region, outside_ratio, pooled_shares, token_char_spans
+from mrtpo.method.relevance import record_entropies
+from mrtpo.models.sampling import prompt_ids, sample
 
 FIELDS = ("task", "criterion", "value", "se", "target", "met", "notes")
 #: responses behind every figure that issue 12's acceptance asks for
@@ -121,10 +126,10 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
     Each row's ``se`` as in the module docstring (``n_boot`` bootstrap resamples)."""
     from transformers import AutoModelForCausalLM
 
-    from mrtpo.tokenizer import load_tokenizer
+    from mrtpo.models.tokenizer import load_tokenizer
 
-    torch.set_num_threads(1)  # see mrtpo.tiny.BUILD_THREADS: two threads on a shared machine spin-wait
-    path = tiny_base(task_name, size=size, seed=seed, recipe=recipe)
+    torch.set_num_threads(1)  # see mrtpo.models.tiny.BUILD_THREADS: two threads on a shared machine spin-wait
+    path = tiny_base(get_task(task_name), size=size, seed=seed, recipe=recipe)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -141,8 +146,8 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
         prompts = [r["prompt"] for r in rows]
         if with_z:
             prompts = [build_contexts(p, z).all for p, z in zip(prompts, z_list)]
-        with D.record_entropies(model) as steps:
-            samples = D.sample(model, tok, prompts, n=group, temperature=1.0, max_new_tokens=max_new_tokens, seed=sample_seed)
+        with record_entropies(model) as steps:
+            samples = sample(model, tok, prompts, n=group, temperature=1.0, max_new_tokens=max_new_tokens, seed=sample_seed)
         flat_rows = [r for r in rows for _ in range(group)]
         texts = [t for s in samples for _, t in s]
         scores = rewards_of(task, [r["prompt"] for r in flat_rows], texts, flat_rows)
@@ -205,7 +210,7 @@ def measure(task_name: str, n_prompts: int = 32, group: int = 8, replay: int | N
 def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, int]], n_boot: int) -> list[dict]:
     """Localisation and specificity rows (without their task) of the sampled responses ``picked`` ((prompt i,
     sample g) of ``samples``, none empty): each response under P_all and each P_minus[k] of its own Z blocks, with
-    the trainer's replay (``mrtpo.replay.relevance``: one prompt's responses share its prefix, packed in batches).
+    the trainer's replay (``mrtpo.method.replay.relevance``: one prompt's responses share its prefix, packed in batches).
     ``entropy`` (prompts, group, positions): the sampling distribution's entropy."""
     names = [f.__name__ for f in task.reward_funcs()]
     prompt_of = np.array([i for i, _ in picked])
@@ -214,19 +219,19 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
     T = max(map(len, ids))
     mask = torch.tensor([[1] * len(x) + [0] * (T - len(x)) for x in ids])
     need = torch.tensor([[k in b for k in names] for b in blocks], dtype=torch.bool).view(len(picked), len(names))
-    q, forwards = relevance(model, lambda ps: [D.prompt_ids(tok, p) for p in ps], tok.pad_token_id,
+    q, forwards = relevance(model, lambda ps: [prompt_ids(tok, p) for p in ps], tok.pad_token_id,
                             [rows[i]["prompt"] for i in prompt_of], blocks,
                             torch.tensor([x + [tok.pad_token_id] * (T - len(x)) for x in ids]), mask, need, names)
     out = []
     acc: dict[str, dict[str, list]] = {}
     for j, (i, g) in enumerate(picked):
         regions = task.check_regions(samples[i][g][1], rows[i])
-        spans = D.token_char_spans(tok, ids[j])
+        spans = token_char_spans(tok, ids[j])
         for k, name in enumerate(names):
             if not need[j, k] or not regions.get(name):
                 continue
             qk = q[j, k, : len(ids[j])]
-            inside = torch.tensor(D.in_region(spans, regions[name]))
+            inside = torch.tensor(in_region(spans, regions[name]))
             # per reward, and per what it checks where that varies (instruction following: the constraint type)
             label = task.reward_label(name, rows[i])
             for key in (("localisation", name),) + ((("localisation_type", label),) if label != name else ()):
@@ -237,9 +242,9 @@ def replayed(model, tok, task, rows, samples, entropy, picked: list[tuple[int, i
     counts = (f"{len(picked)} responses ({len(picked) / len(rows):.3g} of each group of {group}, {len(rows)} prompts) "
               f"replayed, {forwards} sequences")
     for (figure, k), a in sorted(acc.items()):
-        ratio, outside = D.check_region_ratio(a), D.outside_ratio(a)
+        ratio, outside = check_region_ratio(a), outside_ratio(a)
         se_ratio, se_outside = D.region_ratios_se(a, a["prompt"], n_boot)
-        shift_share, tok_share = D.pooled_shares(a)
+        shift_share, tok_share = pooled_shares(a)
         conc, se_conc, n_conc = stats.clustered_mean_se(a["conc"], a["prompt"])
         out.append(criterion_row(f"{figure}/{k}", ratio, se_ratio, LOCALISATION_TARGET, ratio >= LOCALISATION_TARGET,
                                  f"{D.localisation_note(shift_share, tok_share, conc, se_conc, n_conc)}; "
@@ -274,7 +279,7 @@ def recipe_changes(task, recipe: dict) -> dict:
 
 
 def measure_dial(task_name: str, setting: float, options: dict | None = None, **kwargs) -> list[dict]:
-    """``measure`` of the dial base at ``setting`` (``tiny.dial_recipe``; ``options``: Recipe fields that change
+    """``measure`` of the dial base at ``setting`` (``recipe.dial_recipe``; ``options``: Recipe fields that change
     its stage 2, e.g. ``{"think_drop": ...}`` for a second mix), criteria ``dial/<setting>/<criterion>``;
     ``kwargs`` as ``measure``'s."""
     recipe = dial_recipe(get_task(task_name), setting, size=kwargs.get("size", "tiny"), **(options or {}))
@@ -303,7 +308,7 @@ def learning(task_name: str, seeds=(0, 1, 2), dial: float | None = None, mrtpo_s
     runs = [runner.run(task_name, "gdpo", seed=s, **overrides) for s in seeds]
     gains = [answer_mean(r.eval) - base for r in runs]
     mean, se, _ = stats.mean_se(gains)  # over seeds (their runs' evaluation noise included); none from one seed
-    # runs trained before mrtpo.tokenizer.load_tokenizer ran and were evaluated with another tokenizer class
+    # runs trained before mrtpo.models.tokenizer.load_tokenizer ran and were evaluated with another tokenizer class
     # (their summary lacks tokenizer_class); the base is evaluated with today's, so their gain mixes the two
     mixed = "; the runs predate load_tokenizer (evaluated with AutoTokenizer's class), the base is evaluated with " \
             "today's: the gain mixes the two" if any("tokenizer_class" not in r.summary for r in runs) else ""
@@ -397,7 +402,7 @@ def main() -> None:
 
 def all_bases_budget(size: str = "tiny", seed: int = 0) -> dict:
     """Total recorded build time of the three tiny bases (issue 5: <= 20 minutes on 2 cores in all)."""
-    metas = {t: json.loads((tiny_base(t, size=size, seed=seed) / "mrtpo_recipe.json").read_text()) for t in ("sql", "if", "tool")}
+    metas = {t: json.loads((tiny_base(get_task(t), size=size, seed=seed) / "mrtpo_recipe.json").read_text()) for t in ("sql", "if", "tool")}
     total = sum(m["build_seconds"] for m in metas.values())
     return {"task": "all", **criterion_row(
         "budget/all_bases_build_seconds", total, None, "<= 1200", total <= 1200,

@@ -8,11 +8,11 @@ __version__ = "0.1.0"
 
 def __getattr__(name):  # import the trainer (and TRL) only when asked for
     if name in ("MRTPOConfig", "MRTPOTrainer"):
-        from . import trainer
+        from mrtpo.method import trainer
 
         return getattr(trainer, name)
     if name == "METHODS":
-        from .advantages import METHODS
+        from mrtpo.method.advantages import METHODS
 
         return METHODS
     raise AttributeError(name)

@@ -1,6 +1,6 @@
 """The ``mrtpo`` command: train, evaluate, list runs, plan a paper-scale run. See ``mrtpo --help``.
 
-Every command is a thin wrapper over ``mrtpo.runs`` (the same calls a notebook makes).
+Every command is a thin wrapper over ``mrtpo.runs.runner`` (the same calls a notebook makes).
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ def _value(text: str):
 
 
 def _run_args(p: argparse.ArgumentParser, method_required: bool = True) -> None:
-    from .advantages import METHODS
-    from .config import MODIFIERS
-    from .models import model_names
+    from mrtpo.method.advantages import METHODS
+    from mrtpo.runs.config import MODIFIERS
+    from mrtpo.models.registry import model_names
     from .tasks import TASKS
-    from .tiny import DIAL_SETTINGS
+    from mrtpo.models.recipe import DIAL_SETTINGS
 
     p.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
     p.add_argument("--method", required=method_required, default="gdpo",
@@ -98,7 +98,7 @@ def _import_function(path: str):
     """``module:function`` -> the function (the module importable from the current directory or sys.path)."""
     import importlib
 
-    from .config import BadRequest
+    from mrtpo.runs.config import BadRequest
 
     module, sep, name = path.partition(":")
     if not sep or not module or not name:
@@ -119,18 +119,19 @@ def _print_eval(results: dict) -> None:
 
 
 def cmd_train(args) -> None:
-    from .runs import run
+    from mrtpo.runs.runner import run
 
-    from .geometry import job_rank
+    from mrtpo.models.geometry import job_rank
 
-    r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **_overrides(args))
+    overrides = _overrides(args)
+    r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **overrides)
     if job_rank() == 0:  # on several processes, process 0 evaluates and writes the folder
         print(("trained: " if r.trained else "reused: ") + str(r.path))
         _print_eval(r.eval)
 
 
 def cmd_eval(args) -> None:
-    from .runs import base_evaluation, find
+    from mrtpo.runs.runner import base_evaluation, find
 
     if args.base:
         overrides = _overrides(args)
@@ -149,8 +150,8 @@ def cmd_eval(args) -> None:
 def cmd_runs(args) -> None:
     import pandas as pd
 
-    from .fingerprint import is_stale
-    from .results import run_folders, runs_table
+    from mrtpo.runs.behaviour import is_stale
+    from mrtpo.runs.results import run_folders, runs_table
 
     if args.stale:  # one folder a line, nothing when every folder is the current code's
         for folder in run_folders(args.task):
@@ -168,18 +169,20 @@ def cmd_runs(args) -> None:
 def cmd_fingerprint(args) -> None:
     import copy
 
-    from .advantages import METHODS
-    from .config import MODIFIERS
-    from .fingerprint import OPTIONS, PINNED_FILE, fingerprint, pinned, probe_names, run_probe, write_pinned
-    from .tasks import TASKS
+    from mrtpo.method.advantages import METHODS
+    from mrtpo.runs.config import MODIFIERS
+    from mrtpo.runs.behaviour import OPTIONS, PINNED_FILE, fingerprint, pinned, probe_names, write_pinned
+    from mrtpo.runs.probes import run_probe
+    from .tasks import TASKS, get_task
 
     tasks = [args.task] if args.task else list(TASKS)
     if args.check or args.write:
         probes = copy.deepcopy(pinned()["probes"]) if PINNED_FILE.exists() else {}
         changed = []
         for t in tasks:
+            task = get_task(t)
             for name in probe_names():
-                digest = run_probe(t, name)
+                digest = run_probe(task, name)
                 if probes.get(t, {}).get(name) != digest:
                     changed.append(f"{t} {name}")
                 probes.setdefault(t, {})[name] = digest
@@ -195,11 +198,12 @@ def cmd_fingerprint(args) -> None:
 
 
 def cmd_plan(args) -> None:
-    from .config import BadRequest
-    from .models import dry_run
+    from mrtpo.runs.config import BadRequest
+    from mrtpo.runs.plan import dry_run
+    from .tasks import get_task
 
     try:
-        dry_run(args.task, args.model, args.method, gpus=args.gpus, gpu_memory_gib=args.gpu_memory, prompt_len=args.prompt_len)
+        dry_run(get_task(args.task), args.model, args.method, gpus=args.gpus, gpu_memory_gib=args.gpu_memory, prompt_len=args.prompt_len)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -208,8 +212,8 @@ def cmd_diagnose(args) -> None:
     import math
     from pathlib import Path
 
-    from .diagnose import diagnose, write_json
-    from .paths import results_root
+    from mrtpo.analysis.diagnose import diagnose, write_json
+    from mrtpo.files.paths import results_root
 
     try:
         d = diagnose(args.task, args.model, samples=args.samples, beta=args.beta, seed=args.seed, dial=args.dial)
@@ -234,9 +238,9 @@ def cmd_bases(args) -> None:
     import tempfile
     from pathlib import Path
 
-    from . import tiny
-    from .paths import cache_root
-    from .tiny import reproduce, ship, shipped_base, shipped_names
+    from mrtpo.files.paths import SHIPPED_BASES, cache_root
+    from .tasks import get_task
+    from mrtpo.models.tiny import reproduce, ship, shipped_base, shipped_names
 
     if args.ship:
         for name in args.ship:
@@ -251,7 +255,7 @@ def cmd_bases(args) -> None:
         with tempfile.TemporaryDirectory() as work:
             for name in names:
                 try:
-                    r = reproduce(name, Path(work))
+                    r = reproduce(name, Path(work), get_task(name.split("-")[0]))  # <task>-<size>-<seed>-<hash>
                 except ValueError as exc:
                     raise SystemExit(f"mrtpo: error: {exc}") from None
                 rows.append(r)
@@ -260,7 +264,7 @@ def cmd_bases(args) -> None:
         if not all(r["same"] for r in rows):
             sys.exit(1)
         return
-    print(f"{len(names)} bases in {tiny.SHIPPED_BASES} (installed into the cache instead of built):")
+    print(f"{len(names)} bases in {SHIPPED_BASES} (installed into the cache instead of built):")
     for name in names:
         path = shipped_base(name)
         if path is None:
@@ -293,11 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="table of finished run folders")
     p.add_argument("--task", default=None, help="only this task")
     p.add_argument("--stale", action="store_true", help="only the folders written by code of another behaviour than "
-                   "the current (mrtpo.fingerprint), one path a line; prints nothing when every folder is current")
+                   "the current (mrtpo.runs.behaviour), one path a line; prints nothing when every folder is current")
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("fingerprint", help="the behaviour fingerprints of the current code (pinned in "
-                       "mrtpo/fingerprints.json); --check recomputes them (minutes), --write pins new ones")
+                       "mrtpo/runs/fingerprints.json); --check recomputes them (minutes), --write pins new ones")
     p.add_argument("--task", default=None, help="only this task")
     p.add_argument("--check", action="store_true", help="recompute every probe and compare with the pinned digests")
     p.add_argument("--write", action="store_true", help="recompute every probe and pin it (refused unless "
@@ -335,10 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    from .config import BadRequest
-    from .fingerprint import StaleComparison
-    from .manifest import ResultsNotWritable, RunFolderAltered
-    from .models import ModelNotAvailable
+    from mrtpo.runs.config import BadRequest
+    from mrtpo.runs.behaviour import StaleComparison
+    from mrtpo.files.manifest import ResultsNotWritable, RunFolderAltered
+    from mrtpo.models.spec import ModelNotAvailable
 
     try:
         args.func(args)

@@ -50,7 +50,7 @@ sub_rewards = True  # also GDPO and MRTPO on the sub-verifier reward set, where 
 # %%
 import pandas as pd
 
-from mrtpo import claims, evidence, plots, report
+from mrtpo.analysis import claims, evidence, plots, report
 from mrtpo.tasks import get_task
 
 plan = report.check_model(task, model)

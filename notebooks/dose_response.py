@@ -18,7 +18,7 @@
 #
 # MRTPO's premise is that leaving verifier k's information out of the prompt moves the policy mainly where
 # verifier k reads, so that reward k's advantage can be put on those tokens. The paper could only measure that
-# localisation on its models; it could not vary it. The tiny testbed can: its **dial** (`tiny.dial_recipe`)
+# localisation on its models; it could not vary it. The tiny testbed can: its **dial** (`recipe.dial_recipe`)
 # builds one base per setting, the rate at which the warm-up corrupts region k when block k is absent, with
 # everything else fixed, so that the measured check-region ratio moves from about 1 (no mechanism) upwards.
 #
@@ -27,7 +27,7 @@
 # over the shared seeds, set against the
 # localisation measured on that base (`benchmarks/tiny_models.py --dial`: the check-region ratio of the rewards
 # whose region holds at most half the tokens, and the concentration, the share of tokens holding 80% of the
-# shift). If better localisation buys more gain, the gain rises with the ratio. `mrtpo.dose_response` documents
+# shift). If better localisation buys more gain, the gain rises with the ratio. `mrtpo.analysis.dose_response` documents
 # every definition. The dial is not a clean dose of localisation: corrupting a region more often also makes the
 # base worse at what that region holds, so the base's own reward falls as the dose rises (the table's "base
 # reward": the first batch of every run at the setting, sampled before any update). The gain at each setting is
@@ -45,7 +45,8 @@ steps = None  # None: the registry's steps
 import pandas as pd
 from IPython.display import Markdown
 
-from mrtpo import dose_response, evidence, plots, report, tiny
+from mrtpo.analysis import dose_response, evidence, plots, report
+from mrtpo.models.recipe import DIAL_SETTINGS
 
 _, dial = report.tiny_models()  # the dial rows of results/tiny_models.csv
 localisation = dose_response.setting_localisation(dial)
@@ -84,7 +85,7 @@ for task in tasks:
 # indirectly.
 
 # %%
-runs = {task: dose_response.dial_runs(task, tiny.DIAL_SETTINGS, model, steps) for task in tasks}  # finished ones only
+runs = {task: dose_response.dial_runs(task, DIAL_SETTINGS, model, steps) for task in tasks}  # finished ones only
 results = {task: dose_response.analyse(task, dial, runs[task]) for task in tasks}
 table = pd.concat([r.table for r in results.values()], ignore_index=True)
 fig = plots.dose_response(table, {t: r.slopes for t, r in results.items()},

@@ -31,7 +31,7 @@ controls = ["gdpo+constlen", "mrtpo+constlen"]  # fixed-length control arms, sho
 long_steps = 300  # claims.LONG_STEPS; GDPO and MRTPO run this long (benchmarks/book_runs.py, "convergence"): shown where finished, never trained here
 
 # %%
-from mrtpo import claims, evidence, plots, report
+from mrtpo.analysis import claims, evidence, plots, report
 
 plan = report.check_model(task, model)
 arms = evidence.arm_runs(task, ["grpo", "gdpo", "mrtpo"], model, seeds, steps, force)

@@ -36,8 +36,8 @@ import json
 
 import pandas as pd
 
-from mrtpo import plots, report
-from mrtpo.diagnostics import check_region_ratio
+from mrtpo.analysis import plots, report
+from mrtpo.method.regions import check_region_ratio
 
 plan = report.check_model(tasks[0], model)
 frames, recipes, runs = [], {}, {}

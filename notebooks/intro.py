@@ -48,7 +48,7 @@ model = "tiny"  # whose runs the verdicts read: the book's scale; nothing is tra
 # %% tags=["remove-input"]
 from IPython.display import HTML
 
-from mrtpo import headline, multiplicity, plots
+from mrtpo.analysis import headline, multiplicity, plots
 
 family = multiplicity.book_family(model)
 verdicts = headline.verdicts(model, family)

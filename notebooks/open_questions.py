@@ -32,7 +32,7 @@ convergence_steps = 300  # claims.LONG_STEPS; the long runs of question 6 (bench
 import pandas as pd
 from IPython.display import Markdown
 
-from mrtpo import beta_sweep, claims, evidence, multiplicity, open_questions, plots, report
+from mrtpo.analysis import beta_sweep, claims, evidence, multiplicity, open_questions, plots, report
 
 plan = report.check_model(task, model)
 metric = report.answer_metric(task)

@@ -36,7 +36,7 @@ tasks = ["sql", "tool", "if"]
 # %%
 import pandas as pd
 
-from mrtpo import plots, report
+from mrtpo.analysis import plots, report
 
 bench = pd.read_csv(report.RESULTS / "bench" / "step_cost.csv")
 split = report.step_split(bench)

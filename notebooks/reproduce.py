@@ -67,8 +67,8 @@ model = "tiny"
 # %%
 from IPython.display import Markdown
 
-from mrtpo import multiplicity, plots, power_analysis, report
-from mrtpo.results import runs_table
+from mrtpo.analysis import multiplicity, plots, power_analysis, report
+from mrtpo.runs.results import runs_table
 
 runs = runs_table()
 runs = runs[runs["model"] == model]
@@ -136,10 +136,10 @@ print(multiplicity.family_sentence(family))
 # %% [markdown]
 # ## The code behaviour the book was built with
 #
-# Every run folder records the **behaviour fingerprint** of the code that trained it (`mrtpo.fingerprint`): a hash
+# Every run folder records the **behaviour fingerprint** of the code that trained it (`mrtpo.runs.behaviour`): a hash
 # of what the code does — every reward function of the task on 480 fixed responses, the tokenizer, the base's
 # evaluation, and two training steps of the arm's method and modifiers on the tiny base — pinned in
-# `mrtpo/fingerprints.json` and recomputed by the test suite, so that a change of behaviour fails the tests until it
+# `mrtpo/runs/fingerprints.json` and recomputed by the test suite, so that a change of behaviour fails the tests until it
 # is recorded under a new results version. A folder of another fingerprint is stale: `mrtpo runs --stale` lists it,
 # the comparisons refuse it, and asking for the run retrains it. Folders written before fingerprints were recorded
 # carry `fingerprint_evidence`: their first step, replayed by the current code, logged every value the same (the
@@ -147,8 +147,8 @@ print(multiplicity.family_sentence(family))
 # fingerprint of the current code, the committed folders and how many of them record it:
 
 # %%
-from mrtpo import fingerprint
-from mrtpo.results import run_folders
+from mrtpo.runs import behaviour as fingerprint
+from mrtpo.runs.results import run_folders
 
 behaviour = fingerprint.book_table(run_folders())
 print(f"results version {fingerprint.pinned()['results_version']}; {int(behaviour['current'].sum())} of "

@@ -36,7 +36,7 @@ task = "sql"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 
 # %%
-from mrtpo import evidence, multiplicity, power_analysis, report
+from mrtpo.analysis import evidence, multiplicity, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)

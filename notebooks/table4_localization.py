@@ -33,7 +33,7 @@ task = "if"
 # %%
 import pandas as pd
 
-from mrtpo import evidence, localisation, plots, report
+from mrtpo.analysis import evidence, localisation, plots, report
 
 plan = report.check_model(task, model)
 runs = evidence.arm_runs(task, ["mrtpo"], model, seeds, steps, force)["mrtpo"]

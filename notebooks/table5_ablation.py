@@ -38,7 +38,7 @@ methods = ["gdpo", "mrtpo", "joint", "shuffled", "entropy", "gdpo+saw", "mrtpo+s
 # %%
 import pandas as pd
 
-from mrtpo import evidence, multiplicity, plots, power_analysis, report
+from mrtpo.analysis import evidence, multiplicity, plots, power_analysis, report
 from mrtpo.models import TINY_SIZES
 
 tasks = tasks or (["sql", "tool", "if"] if model in TINY_SIZES else ["sql"])

@@ -33,7 +33,7 @@ betas = [0.25, 0.5, 0.75, 1.0]  # the paper's range, and 1.0 where the algebra p
 # %%
 import pandas as pd
 
-from mrtpo import beta_sweep, evidence, multiplicity, plots, report
+from mrtpo.analysis import beta_sweep, evidence, multiplicity, plots, report
 
 plan = report.check_model(tasks[0], model)
 tables, verdicts, curves = [], [], []

@@ -30,7 +30,7 @@ force = False  # the book passes it to every page; this page trains nothing
 # %%
 import pandas as pd
 
-from mrtpo import report
+from mrtpo.analysis import report
 
 criteria, dial = report.tiny_models()  # the default bases' criteria; the dial bases' rows (section "The dial")
 with pd.option_context("display.max_colwidth", None):  # the whole notes, not cut with "..."
@@ -41,7 +41,7 @@ met = criteria.groupby("task")["met"].agg(lambda x: f"{int(x.astype(str).str.low
 display(met.rename("criteria met").to_frame())
 
 # %%
-from mrtpo import plots
+from mrtpo.analysis import plots
 
 fig = plots.acceptance(criteria)
 plots.save(fig, "tiny_models")
@@ -70,7 +70,7 @@ plots.save(fig, "tiny_models")
 # %% [markdown]
 # ## The dial
 #
-# A dial base (`tiny.dial_recipe`) continues a task's default base with a second warm-up (a stage 2) in which every
+# A dial base (`recipe.dial_recipe`) continues a task's default base with a second warm-up (a stage 2) in which every
 # noise kind gated on a Z block is applied at one rate, the dial setting, and everything else is fixed: at 0
 # no noise depends on which blocks are shown (only the facts a block states do), so removing Z_k should move the
 # policy little more inside verifier k's region than elsewhere (check-region ratio about 1); the higher the
@@ -93,10 +93,11 @@ plots.save(fig, "tiny_models")
 import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
-from mrtpo import tiny
+from mrtpo.models import tiny
+from mrtpo.models.recipe import DIAL_DEFAULT, DIAL_SETTINGS, DIAL_STAGE2
 from mrtpo.tasks import TASKS, get_task
 
-print(f"settings {tiny.DIAL_SETTINGS}, default {tiny.DIAL_DEFAULT}; every setting's stage 2: {tiny.DIAL_STAGE2}")
+print(f"settings {DIAL_SETTINGS}, default {DIAL_DEFAULT}; every setting's stage 2: {DIAL_STAGE2}")
 for task in TASKS:
     rows = dial[dial["task"] == task]
     options = get_task(task).dial_options
@@ -105,11 +106,11 @@ for task in TASKS:
         display(Markdown(f"`results/tiny_models.csv` has no dial rows for `{task}` yet "
                          f"(`python benchmarks/tiny_models.py --tasks {task} --dial` measures them)."))
         continue
-    fig = plots.dial(rows, tiny.DIAL_DEFAULT, title=task)
+    fig = plots.dial(rows, DIAL_DEFAULT, title=task)
     plots.save(fig, f"tiny_models_dial_{task}")
     display(fig)  # here, between its task's heading and tables, not at the end of the cell
     plt.close(fig)
-    checks = report.dial_checks(rows, tiny.DIAL_DEFAULT)
+    checks = report.dial_checks(rows, DIAL_DEFAULT)
     display(report.with_se(checks, {c: f"{c} se" for c in ("lowest", "default", "highest")}))
     display(report.dial_table(rows))
     recipes = rows[rows["figure"].eq("budget") & rows["reward"].eq("build_seconds")].set_index("setting")[["value", "notes"]]
@@ -130,7 +131,7 @@ for task in TASKS:
 # setting both have.
 
 # %%
-from mrtpo.paths import SHIPPED
+from mrtpo.files.paths import SHIPPED
 
 second = SHIPPED / "testbed" / "if_dial_with_count.csv"
 _, mix = report.tiny_models(second)

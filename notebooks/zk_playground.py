@@ -33,8 +33,9 @@ force = False  # retrain the custom-Z_k run even when its folder exists
 # %%
 from transformers import AutoModelForCausalLM
 
-from mrtpo import diagnostics, plots, runs
-from mrtpo.tokenizer import load_tokenizer
+from mrtpo.analysis import diagnostics, plots
+from mrtpo import runs
+from mrtpo.models.tokenizer import load_tokenizer
 from mrtpo.tasks import get_task
 
 cfg = runs.resolve(task, "mrtpo", model)  # fails fast, with the registry's message, when the weights are absent
@@ -85,7 +86,7 @@ shown
 # The runner with `z_blocks=my_z_blocks` (the CLI: `--z-blocks module:function`): nothing else changes.
 
 # %%
-from mrtpo import report
+from mrtpo.analysis import report
 
 if train_steps:
     run = runs.run(task, "mrtpo", model, steps=train_steps, force=force, z_blocks=my_z_blocks)

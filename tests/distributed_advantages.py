@@ -8,7 +8,7 @@ import torch
 from datasets import Dataset
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
-from mrtpo.trainer import Scored
+from mrtpo.method.trainer import Scored
 
 policy, out_path = sys.argv[1], sys.argv[2]
 g = torch.Generator().manual_seed(11)

@@ -1,5 +1,5 @@
 """Run by test_distributed_geometry.py, alone or under ``torchrun --nproc_per_node 2``: two optimizer steps of
-MRTPOTrainer (MRTPO advantages) with the batch geometry ``mrtpo.geometry.plan_batches`` gives for this number of processes.
+MRTPOTrainer (MRTPO advantages) with the batch geometry ``mrtpo.models.geometry.plan_batches`` gives for this number of processes.
 
 Greedy generation, a learning rate of 0 and rewards that depend only on (prompt, position in its group) make the
 completions and rewards independent of how a step is split over processes, so the gathered prompts, completions
@@ -13,7 +13,7 @@ from accelerate.utils import gather_object
 from datasets import Dataset
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
-from mrtpo.geometry import plan_batches
+from mrtpo.models.geometry import plan_batches
 
 policy, out_path = sys.argv[1], sys.argv[2]
 torch.set_num_threads(1)

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtpo.advantages import (
+from mrtpo.method.advantages import (
     METHODS,
     beta_at,
     entropy_weights,
@@ -208,7 +208,7 @@ def test_saw_weights():
 @pytest.mark.parametrize("saw", [False, True])
 def test_mrtpo_advantages_composes_the_schemes(method, saw):
     """The one composition the trainer calls equals the schemes written out from their parts, on a local slice."""
-    from mrtpo.advantages import mrtpo_advantages
+    from mrtpo.method.advantages import mrtpo_advantages
 
     g = torch.Generator().manual_seed(5)
     G, B, T = 4, 16, 7
@@ -231,6 +231,13 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
     if method == "gdpo":
         assert torch.equal(got, A[local]) and stats == {}
         return
+    if method == "gtpo":  # GTPO's entropy shaping of GDPO's advantage, its summed advantage S the outcome
+        from mrtpo.method.advantages import summed_advantage
+        from mrtpo.method.gtpo import gtpo_advantages
+
+        want = gtpo_advantages(A[local], entropy[local], mask[local], G, outcome=summed_advantage(A_k)[local])
+        assert torch.equal(got, want) and stats == {}
+        return
     if method == "uniform":
         w = uniform_weights(mask[local], rewards.shape[1])
     elif method == "entropy":
@@ -241,7 +248,7 @@ def test_mrtpo_advantages_composes_the_schemes(method, saw):
         w = token_weights(q[local], mask[local], 0.6)
         if method == "shuffled":
             w = shuffle_positions(w, mask[local], torch.Generator().manual_seed(3))
-    from mrtpo.advantages import batch_stats, summed_advantage
+    from mrtpo.method.advantages import batch_stats, summed_advantage
 
     center, scale = batch_stats(summed_advantage(A_k))
     want, want_stats = token_advantages(A_k[local], w, mask[local], scale=scale, center=center)
@@ -340,7 +347,7 @@ def test_region_weights_keep_the_total_and_are_uniform_without_a_region():
 def test_placement_dial_runs_from_mrtpo_to_the_region():
     """lambda = 0: MRTPO's weights; lambda = 1: exactly the region's; in between mean_t w = 1 and the check-region
     ratio of the placement is linear in lambda (both ends have mean 1 on every response)."""
-    from mrtpo.diagnostics import check_region_ratio, region_sums
+    from mrtpo.method.regions import check_region_ratio, region_sums
 
     mask, q, region = region_batch()
     beta = 0.7
@@ -356,7 +363,7 @@ def test_placement_dial_runs_from_mrtpo_to_the_region():
 
 def test_blend_zero_is_plain_mrtpo_bit_for_bit():
     """``region_blend`` = 0 skips the blend: plain MRTPO's advantages (and behaviour fingerprint) are unchanged."""
-    from mrtpo.advantages import mrtpo_advantages
+    from mrtpo.method.advantages import mrtpo_advantages
 
     mask, q, region = region_batch()
     rewards = torch.randint(0, 2, (12, 3), generator=torch.Generator().manual_seed(1)).float()

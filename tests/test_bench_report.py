@@ -1,10 +1,10 @@
-"""The replay_cost page's tables from the benchmarks' CSVs (``mrtpo.report``)."""
+"""The replay_cost page's tables from the benchmarks' CSVs (``mrtpo.analysis.report``)."""
 
 import math
 
 import pandas as pd
 
-from mrtpo import report
+from mrtpo.analysis import report
 
 
 def test_step_split_and_replay_limits():

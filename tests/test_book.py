@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mrtpo import book, browser
+from mrtpo.book import pages as book
+from mrtpo.book import browser
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -116,7 +117,7 @@ def test_committed_results_hold_no_machine_paths():
 def test_ours_beside_the_paper_with_standard_errors_and_dashes():
     import pandas as pd
 
-    from mrtpo import report
+    from mrtpo.analysis import report
 
     ours = pd.DataFrame({"method": ["gdpo", "mrtpo", "joint"], "mean": [0.4, 0.5, 0.45], "se": [0.01, float("nan"), 0.02],
                          "seeds": [3, 1, 2]})
@@ -131,7 +132,7 @@ def test_ours_beside_the_paper_with_standard_errors_and_dashes():
 
 
 def test_relevance_as_text_escapes_tokens_and_underlines_the_read_region():
-    from mrtpo import plots
+    from mrtpo.analysis import plots
 
     shown = plots.RelevanceText(["<think>", "a", "</think>", " x"], {"format": [0.0, 0.1, 0.0, 0.4]}, {"format": [3]},
                                 labels={"format": "format: reward 1"})
@@ -146,7 +147,7 @@ def test_figures_keep_long_method_names_and_legends_off_the_data():
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from mrtpo import plots
+    from mrtpo.analysis import plots
 
     methods = ["gdpo", "mrtpo", "opsd", "gdpo+saw", "gdpo+constlen", "mrtpo+constlen", "mrtpo-sub_rewards"]
     fig = plots.method_bars(pd.DataFrame({"method": methods, "value": range(len(methods))}), "method", "value")
@@ -166,7 +167,7 @@ def test_verdict_chart_says_when_a_claim_has_no_interval():
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from mrtpo import plots
+    from mrtpo.analysis import plots
 
     rows = pd.DataFrame([
         {"claim": "one seed", "source": "Table 1", "est": 0.05, "lo": float("nan"), "hi": float("nan"), "null": 0.0, "claimed": 0.02,

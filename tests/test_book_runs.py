@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from mrtpo.cli import build_parser
-from mrtpo.config import resolve
-from mrtpo.tiny import DIAL_SETTINGS
+from mrtpo.runs.config import resolve
+from mrtpo.models.recipe import DIAL_SETTINGS
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "book_runs.py"
 spec = importlib.util.spec_from_file_location("book_runs", SCRIPT)
@@ -59,7 +59,7 @@ def test_powered_section_adds_the_seeds_mrtpo_minus_gdpo_needs(monkeypatch):
     main tables, and only where the sd is paired; seeds other sections already plan are not repeated."""
     import pandas as pd
 
-    import mrtpo.power_analysis
+    import mrtpo.analysis.power_analysis
 
     rows = [("table1_text_to_sql", "sql", "mrtpo − gdpo", "paired", 13.0),
             ("table5_ablation", "sql", "mrtpo − gdpo", "paired", 13.0),
@@ -67,7 +67,7 @@ def test_powered_section_adds_the_seeds_mrtpo_minus_gdpo_needs(monkeypatch):
             ("table3_tool_calling", "tool", "mrtpo − gdpo", "paired", 40.0),
             ("table2_instruction_following", "if", "mrtpo − gdpo", "unknown (no arm has two seeds)", float("nan"))]
     table = pd.DataFrame(rows, columns=["page", "task", "comparison", "measured", "seeds for 0.05 at 80% power"])
-    monkeypatch.setattr(mrtpo.power_analysis, "book_power", lambda *a, **k: table)
+    monkeypatch.setattr(mrtpo.analysis.power_analysis, "book_power", lambda *a, **k: table)
     powered = book_runs.powered_seeds()
     assert powered == {"sql": 13, "tool": book_runs.MAX_POWERED_SEEDS}
     plan = book_runs.grid(seeds=3, powered=powered)
@@ -94,7 +94,7 @@ def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_pa
     """The dry run on an empty results folder and model cache: every dial run listed as missing (with no estimate:
     no run of its arm has finished, on a dial base or the default one), and the dial bases neither built nor
     shipped — none while the repository ships them (a shipped base is copied, not built), both without."""
-    import mrtpo.tiny
+    import mrtpo.models.tiny
 
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
@@ -102,7 +102,7 @@ def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_pa
     monkeypatch.setattr(book_runs, "grid", lambda seeds, powered: plan)
     book_runs.main(["--dry-run"])
     assert "dial bases neither built nor shipped" not in capsys.readouterr().out  # bases/ ships sql dial 0 and 0.2
-    monkeypatch.setattr(mrtpo.tiny, "shipped_base", lambda name: None)
+    monkeypatch.setattr(mrtpo.models.tiny, "shipped_base", lambda name: None)
     book_runs.main(["--dry-run"])
     out = capsys.readouterr().out
     assert all(p.cli() in out for p in plan) and re.search(r"--dial 0\b(?!\.)", out)

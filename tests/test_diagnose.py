@@ -6,9 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from mrtpo import diagnostics as D
-from mrtpo.diagnose import verdict
-from mrtpo.relevance import token_entropy
+from mrtpo.analysis import diagnostics as D
+from mrtpo.analysis.diagnose import verdict
+from mrtpo.method.relevance import token_entropy
+from mrtpo.method.regions import check_region_ratio, outside_ratio, pooled_shares
+from mrtpo.method.relevance import record_entropies
+from mrtpo.models.sampling import prompt_ids, sample
 
 
 def test_generation_entropies_equal_a_forward_on_the_sampled_tokens(smoke_policy):
@@ -17,13 +20,13 @@ def test_generation_entropies_equal_a_forward_on_the_sampled_tokens(smoke_policy
     path, tok = smoke_policy
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     prompts = [[{"role": "user", "content": "Which city ?"}], [{"role": "user", "content": "a b c"}]]
-    with D.record_entropies(model, temperature=0.7) as steps:
-        samples = D.sample(model, tok, prompts, n=2, temperature=0.7, max_new_tokens=6, seed=0)
+    with record_entropies(model, temperature=0.7) as steps:
+        samples = sample(model, tok, prompts, n=2, temperature=0.7, max_new_tokens=6, seed=0)
     generated = torch.stack(steps, 1)
     assert generated.shape[0] == 4 and generated.shape[1] >= max(len(ids) for s in samples for ids, _ in s)
     for i, prompt in enumerate(prompts):
         for j, (ids, _) in enumerate(samples[i]):
-            pid = D.prompt_ids(tok, prompt)
+            pid = prompt_ids(tok, prompt)
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor([pid + list(ids)])).logits[0, len(pid) - 1 : len(pid) - 1 + len(ids)]
             expected = token_entropy(logits, temperature=0.7)
@@ -38,21 +41,21 @@ def test_check_region_ratio_pools_shares_over_responses():
     tokens in its region holding 1.5 of its shift 6."""
     loc = pd.DataFrame({"shift_inside": [1.0, 1.5], "shift_total": [2.0, 6.0], "tokens_inside": [1, 6], "tokens_total": [10, 10]})
     pooled = (2.5 / 8) / (7 / 20)  # PAPER.md §7: (sum q inside / sum q) / (tokens inside / tokens)
-    assert D.check_region_ratio(loc) == pytest.approx(pooled) == pytest.approx(0.8929, abs=1e-4)
-    assert D.pooled_shares(loc) == (pytest.approx(0.3125), pytest.approx(0.35))
+    assert check_region_ratio(loc) == pytest.approx(pooled) == pytest.approx(0.8929, abs=1e-4)
+    assert pooled_shares(loc) == (pytest.approx(0.3125), pytest.approx(0.35))
     # the same number as mean q over the set's region tokens / mean q over all its tokens
-    assert D.check_region_ratio(loc) == pytest.approx((2.5 / 7) / (8 / 20))
+    assert check_region_ratio(loc) == pytest.approx((2.5 / 7) / (8 / 20))
     # not the mean of per-response ratios, which the small region inflates: (5 + 0.417) / 2
     per_response = (loc["shift_inside"] / loc["shift_total"]) / (loc["tokens_inside"] / loc["tokens_total"])
     assert per_response.mean() == pytest.approx(2.7083, abs=1e-4)
     # nor the ratio of per-response shares averaged over responses (a response with little shift weighs alike)
     mean_shares = (loc["shift_inside"] / loc["shift_total"]).mean() / (loc["tokens_inside"] / loc["tokens_total"]).mean()
     assert mean_shares == pytest.approx(0.375 / 0.35) != pytest.approx(pooled)
-    assert math.isnan(D.check_region_ratio(loc.iloc[:0]))
-    assert math.isnan(D.check_region_ratio(loc.assign(tokens_inside=0)))  # no region tokens
+    assert math.isnan(check_region_ratio(loc.iloc[:0]))
+    assert math.isnan(check_region_ratio(loc.assign(tokens_inside=0)))  # no region tokens
     uniform = {"shift_inside": torch.tensor([1.0, 6.0]), "shift_total": torch.tensor([10.0, 10.0]),
                "tokens_inside": torch.tensor([1.0, 6.0]), "tokens_total": torch.tensor([10.0, 10.0])}
-    assert D.check_region_ratio(uniform) == pytest.approx(1.0)  # tensors too; uniform q: no better than uniform
+    assert check_region_ratio(uniform) == pytest.approx(1.0)  # tensors too; uniform q: no better than uniform
 
 
 def test_region_ratios_se_resamples_prompts_not_responses():
@@ -61,7 +64,7 @@ def test_region_ratios_se_resamples_prompts_not_responses():
     (resampling the copies one by one would halve it)."""
     import numpy as np
 
-    from mrtpo import stats
+    from mrtpo.analysis import stats
 
     rng = np.random.default_rng(0)
     n = 64
@@ -70,23 +73,23 @@ def test_region_ratios_se_resamples_prompts_not_responses():
     loc = {"shift_inside": total * rng.uniform(0.2, 0.8, n), "shift_total": total, "tokens_inside": tokens_inside,
            "tokens_total": np.full(n, 20)}
     se_ratio, se_out = D.region_ratios_se(loc, np.arange(n))
-    by_response = stats.bootstrap_se(lambda i: np.array([D.check_region_ratio({c: np.asarray(v)[i] for c, v in loc.items()}),
-                                                         D.outside_ratio({c: np.asarray(v)[i] for c, v in loc.items()})]), n)
+    by_response = stats.bootstrap_se(lambda i: np.array([check_region_ratio({c: np.asarray(v)[i] for c, v in loc.items()}),
+                                                         outside_ratio({c: np.asarray(v)[i] for c, v in loc.items()})]), n)
     assert (se_ratio, se_out) == (pytest.approx(by_response[0]), pytest.approx(by_response[1]))
-    assert 0 < se_ratio < 0.5 * D.check_region_ratio(loc)
+    assert 0 < se_ratio < 0.5 * check_region_ratio(loc)
     copies = {c: np.repeat(v, 4) for c, v in loc.items()}
-    assert D.check_region_ratio(copies) == pytest.approx(D.check_region_ratio(loc))
+    assert check_region_ratio(copies) == pytest.approx(check_region_ratio(loc))
     clustered = D.region_ratios_se(copies, np.repeat(np.arange(n), 4))
     assert clustered[0] == pytest.approx(se_ratio, rel=0.15) and clustered[1] == pytest.approx(se_out, rel=0.15)
     assert D.region_ratios_se(copies, np.arange(4 * n))[0] < 0.7 * se_ratio
     assert all(math.isnan(x) for x in D.region_ratios_se(loc, np.zeros(n)))  # one prompt: no s.e.
     uniform = {**loc, "shift_inside": 0.1 * tokens_inside, "shift_total": np.full(n, 2.0)}  # q = 0.1 on every token
-    assert D.check_region_ratio(uniform) == pytest.approx(1.0) and D.outside_ratio(uniform) == pytest.approx(1.0)
+    assert check_region_ratio(uniform) == pytest.approx(1.0) and outside_ratio(uniform) == pytest.approx(1.0)
 
 
 def test_diagnose_figures_use_the_pooled_check_region_ratio():
     """``summarise`` on two responses of one group: padding never counts, and the ratio is the pooled one."""
-    from mrtpo.diagnose import summarise
+    from mrtpo.analysis.diagnose import summarise
 
     class Chars:  # one token per character: token i spans [i, i + 1)
         def decode(self, ids, skip_special_tokens=True):
@@ -171,12 +174,13 @@ def test_cli_diagnose_takes_a_dial_base(tmp_path):
 
     from mrtpo.cli import main
     from mrtpo.tasks import get_task
-    from mrtpo.tiny import dial_recipe, tiny_path
+    from mrtpo.models.recipe import dial_recipe
+    from mrtpo.models.tiny import tiny_path
 
     out = tmp_path / "d.json"
     main(["diagnose", "--task", "sql", "--model", "smoke", "--samples", "8", "--dial", "0.8", "--out", str(out)])
     d = json.loads(out.read_text())
-    assert d["dial"] == 0.8 and d["base"] == tiny_path("sql", "smoke", recipe=dial_recipe(get_task("sql"), 0.8, size="smoke")).name
+    assert d["dial"] == 0.8 and d["base"] == tiny_path(get_task("sql"), "smoke", recipe=dial_recipe(get_task("sql"), 0.8, size="smoke")).name
     with pytest.raises(SystemExit, match="not a tiny size"):
         main(["diagnose", "--task", "sql", "--model", "7b", "--dial", "0.8"])
     with pytest.raises(SystemExit, match="gated-noise rate"):

@@ -1,4 +1,4 @@
-"""The dial (issue 12): one recipe per setting for any task (``tiny.dial_recipe``), its measurement
+"""The dial (issue 12): one recipe per setting for any task (``recipes.dial_recipe``), its measurement
 (``benchmarks/tiny_models.py --dial``) and the book's reading of its rows (``report.dial_frame``)."""
 
 import dataclasses
@@ -13,9 +13,11 @@ import pandas as pd
 import torch
 import pytest
 
-from mrtpo import report, tiny
+from mrtpo.analysis import report
+from mrtpo.models import tiny
 from mrtpo.tasks import TASKS, get_task
 from mrtpo.tasks.base import Noise
+from mrtpo.models import recipe as recipes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,38 +39,38 @@ def load(path: Path, name: str):
 def test_sql_dial_recipes_are_the_testbed_series():
     probe = load(ROOT / "benchmarks" / "testbed" / "probe.py", "probe")
     sql = get_task("sql")
-    assert tiny.DIAL_SETTINGS == tuple(SQL_DIAL_HASHES) and tiny.DIAL_DEFAULT in tiny.DIAL_SETTINGS
+    assert recipes.DIAL_SETTINGS == tuple(SQL_DIAL_HASHES) and recipes.DIAL_DEFAULT in recipes.DIAL_SETTINGS
     for d, digest in SQL_DIAL_HASHES.items():
-        recipe = tiny.dial_recipe(sql, d)
+        recipe = recipes.dial_recipe(sql, d)
         # the JSON the probe was given writes d = 0 as 0: the same recipe, the same base
         for text in (f"{d:g}", repr(d)):
             assert probe.recipe_from(json.loads(R2.replace("D", text)), sql) == recipe
         assert probe.recipe_from({}, sql, dial=d) == recipe  # probe.py NAME --dial d
-        assert tiny.recipe_hash("sql", recipe, 0) == digest
-        assert tiny.tiny_path("sql", recipe=recipe).name == f"sql-tiny-0-{digest}"
+        assert recipes.recipe_hash("sql", recipe, 0) == digest
+        assert tiny.tiny_path(get_task("sql"), recipe=recipe).name == f"sql-tiny-0-{digest}"
     # the parent is the default base, unchanged (tests/test_identity.py pins its hash)
-    assert tiny.dial_recipe(sql).parent == tiny.default_recipe(sql)
-    assert tiny.recipe_hash("sql", tiny.dial_recipe(sql).parent, 0) == "8a33c97be6"
+    assert recipes.dial_recipe(sql).parent == recipes.default_recipe(sql)
+    assert recipes.recipe_hash("sql", recipes.dial_recipe(sql).parent, 0) == "8a33c97be6"
 
 
 @pytest.mark.parametrize("task", list(TASKS))
 def test_the_dial_turns_every_gated_noise_and_nothing_else(task):
     t = get_task(task)
-    default = tiny.default_recipe(t)
-    for d in tiny.DIAL_SETTINGS:
-        recipe = tiny.dial_recipe(t, d)
+    default = recipes.default_recipe(t)
+    for d in recipes.DIAL_SETTINGS:
+        recipe = recipes.dial_recipe(t, d)
         assert recipe.noise == tuple(Noise(n.kind, d, n.gate) for n in t.warmup_noise)  # every kind is gated today
         assert all(n.gated for n in t.warmup_noise)
-        same = {f.name for f in dataclasses.fields(recipe)} - {"noise", "parent", *tiny.DIAL_STAGE2, *t.dial_options}
+        same = {f.name for f in dataclasses.fields(recipe)} - {"noise", "parent", *recipes.DIAL_STAGE2, *t.dial_options}
         assert all(getattr(recipe, k) == getattr(default, k) for k in same)
-        assert all(getattr(recipe, k) == v for k, v in {**tiny.DIAL_STAGE2, **t.dial_options}.items())
+        assert all(getattr(recipe, k) == v for k, v in {**recipes.DIAL_STAGE2, **t.dial_options}.items())
         assert recipe.parent == default and recipe.max_len == default.max_len
-    assert len({tiny.recipe_hash(task, tiny.dial_recipe(t, d), 0) for d in tiny.DIAL_SETTINGS}) == len(tiny.DIAL_SETTINGS)
+    assert len({recipes.recipe_hash(task, recipes.dial_recipe(t, d), 0) for d in recipes.DIAL_SETTINGS}) == len(recipes.DIAL_SETTINGS)
     # an option replaces the dial's default (a control), the smoke size is a few steps
-    assert tiny.dial_recipe(t, 0.5, robust_p=0.0).robust_p == 0.0
-    assert tiny.dial_recipe(t, 0.5, size="smoke").steps < 10
+    assert recipes.dial_recipe(t, 0.5, robust_p=0.0).robust_p == 0.0
+    assert recipes.dial_recipe(t, 0.5, size="smoke").steps < 10
     with pytest.raises(ValueError, match="noise rate in"):
-        tiny.dial_recipe(t, 5)
+        recipes.dial_recipe(t, 5)
 
 
 def test_instruction_following_dial_drops_the_rule_count():
@@ -77,8 +79,8 @@ def test_instruction_following_dial_drops_the_rule_count():
     count (``think_drop=""``) is the earlier dial's base."""
     t = get_task("if")
     assert t.dial_options == {"think_drop": r" with \d+ rules?"} and get_task("sql").dial_options == {}
-    assert tiny.recipe_hash("if", tiny.dial_recipe(t, 0.5), 0) == "1fa4f9d951"
-    assert tiny.recipe_hash("if", tiny.dial_recipe(t, 0.5, think_drop=""), 0) == "c478e0a42d"
+    assert recipes.recipe_hash("if", recipes.dial_recipe(t, 0.5), 0) == "1fa4f9d951"
+    assert recipes.recipe_hash("if", recipes.dial_recipe(t, 0.5, think_drop=""), 0) == "c478e0a42d"
 
 
 def test_ungated_noise_keeps_its_rate():
@@ -86,7 +88,7 @@ def test_ungated_noise_keeps_its_rate():
         warmup_noise = (Noise("tag", 0.1), Noise("syntax", 0.2, ("executable",)))
 
     assert not Mixed.warmup_noise[0].gated and Noise("constraint", 0.3).gated
-    assert tiny.dial_recipe(Mixed(), 0.8).noise == (Noise("tag", 0.1), Noise("syntax", 0.8, ("executable",)))
+    assert recipes.dial_recipe(Mixed(), 0.8).noise == (Noise("tag", 0.1), Noise("syntax", 0.8, ("executable",)))
 
 
 CSV = """task,criterion,value,target,met,notes
@@ -148,7 +150,7 @@ SE = [0.09, 0.2, 0.1, 0.3, 0.35, 0.05, 0.06, 0.07, 0.2, 0.03, 0.05, None, 0.01, 
 
 
 def test_standard_errors_are_read_shown_and_drawn(tmp_path):
-    from mrtpo import plots
+    from mrtpo.analysis import plots
 
     path = tmp_path / "tiny_models.csv"
     frame = pd.read_csv(io.StringIO(CSV))
@@ -171,7 +173,7 @@ def test_standard_errors_are_read_shown_and_drawn(tmp_path):
 
 
 def test_dial_figure_draws_from_the_rows(tmp_path):
-    from mrtpo import plots
+    from mrtpo.analysis import plots
 
     path = tmp_path / "tiny_models.csv"
     path.write_text(CSV)
@@ -196,7 +198,7 @@ def test_a_smoke_dial_base_is_measured_like_the_default_base(monkeypatch, tmp_pa
     rows = bench.measure_dial("repeat", 0.5, n_prompts=2, group=2, max_new_tokens=16, size="smoke")
     assert rows and all(r["criterion"].startswith("dial/0.5/") for r in rows)
     budget = next(r for r in rows if r["criterion"] == "dial/0.5/budget/build_seconds")
-    dial_base = tiny.tiny_path("repeat", recipe=tiny.dial_recipe(get_task("repeat"), 0.5, size="smoke"))
+    dial_base = tiny.tiny_path(get_task("repeat"), recipe=recipes.dial_recipe(get_task("repeat"), 0.5, size="smoke"))
     assert f"base {dial_base.name}, stage 2 of repeat-smoke-0-" in budget["notes"] and '"robust_p": 0.5' in budget["notes"]
     # a second mix: the same setting with a changed stage 2 is another base, its change in the notes
     second = bench.measure_dial("repeat", 0.5, {"think_drop": "copy"}, n_prompts=2, group=2, max_new_tokens=16, size="smoke")
@@ -229,13 +231,13 @@ def test_localisation_is_also_reported_per_label(monkeypatch, tmp_path):
     equals the reward's own when every response has that label."""
     from transformers import AutoModelForCausalLM
 
-    from mrtpo.tokenizer import load_tokenizer
+    from mrtpo.models.tokenizer import load_tokenizer
 
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
     monkeypatch.setitem(TASKS, "repeat", "toy_task:RepeatWord")
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
     bench = load(ROOT / "benchmarks" / "tiny_models.py", "tiny_models_bench")
-    path = tiny.tiny_base("repeat", size="smoke")
+    path = tiny.tiny_base(get_task("repeat"), size="smoke")
     tok, model = load_tokenizer(path), AutoModelForCausalLM.from_pretrained(path).eval()
     task = get_task("repeat")
     rows = list(task.synthetic(4, seed=1, split="test"))

@@ -9,13 +9,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mrtpo import evidence, tiny
-from mrtpo import runs as R
+from mrtpo.analysis import evidence
+from mrtpo.models import tiny
+from mrtpo.runs import runner as R
 from mrtpo.cli import _overrides, build_parser, main
-from mrtpo.config import OPTIONAL_FIELDS, BadRequest, resolve
+from mrtpo.runs.config import OPTIONAL_FIELDS, BadRequest, resolve
 from mrtpo.models import resolve_model
-from mrtpo.results import runs_table
+from mrtpo.runs.results import runs_table
 from mrtpo.tasks import TASKS, get_task
+from mrtpo.models import recipe as recipes
 
 #: the text-to-SQL dial bases' cache names (tests/test_dial.py pins the same series)
 SQL_DIAL_HASHES = {0.0: "6a5154a9b7", 0.2: "b859d840bc", 0.5: "2552554ebf", 0.8: "0a6a6ee296"}
@@ -25,12 +27,12 @@ def test_dial_enters_the_identity_only_when_set_and_names_the_dial_base():
     assert OPTIONAL_FIELDS["dial"] is None
     default, unset = resolve("sql", "gdpo"), resolve("sql", "gdpo", dial=None)
     assert default == unset and default.dial is None and "dial" not in R.identity(default)["config"]
-    assert default.base_recipe == tiny.default_recipe(get_task("sql"))
+    assert default.base_recipe == recipes.default_recipe(get_task("sql"))
     assert R.model_identity(default) == {"tiny_size": "tiny", "recipe": "8a33c97be6"}  # the default base, as before
     names = set()
     for setting, digest in SQL_DIAL_HASHES.items():
         cfg = resolve("sql", "gdpo", seed=1, dial=setting)
-        assert cfg.dial == setting and cfg.base_recipe == tiny.dial_recipe(get_task("sql"), setting)
+        assert cfg.dial == setting and cfg.base_recipe == recipes.dial_recipe(get_task("sql"), setting)
         ident, _, folder = R.locate(cfg)
         assert ident["config"]["dial"] == setting and ident["model"] == {"tiny_size": "tiny", "recipe": digest}
         assert folder.name.startswith(f"gdpo-dial{setting:g}-seed1-") and cfg.label == "gdpo"  # the arm, whatever the base
@@ -40,7 +42,7 @@ def test_dial_enters_the_identity_only_when_set_and_names_the_dial_base():
     assert R.locate(resolve("sql", "gdpo", dial=0))[1] == R.locate(resolve("sql", "gdpo", dial=0.0))[1] != R.locate(default)[1]
     mrtpo = R.locate(resolve("sql", "mrtpo+saw", dial=0.5, mrtpo_beta=0.25))[2].name
     assert mrtpo.startswith("mrtpo+saw-dial0.5-beta0.25-seed0-")
-    assert resolve("sql", "gdpo", "smoke", dial=0.5).base_recipe == tiny.dial_recipe(get_task("sql"), 0.5, size="smoke")
+    assert resolve("sql", "gdpo", "smoke", dial=0.5).base_recipe == recipes.dial_recipe(get_task("sql"), 0.5, size="smoke")
 
 
 def test_a_bad_dial_request_fails_before_any_work_saying_what_to_do(tmp_path):
@@ -55,7 +57,7 @@ def test_a_bad_dial_request_fails_before_any_work_saying_what_to_do(tmp_path):
             resolve("sql", "gdpo", model, dial=0.2)
     # the one resolution refuses a recipe of another size rather than building the wrong base
     with pytest.raises(ValueError, match="builds the tiny base 'smoke', not model 'tiny'"):
-        resolve_model("sql", "tiny", recipe=tiny.dial_recipe(get_task("sql"), 0.2, size="smoke"))
+        resolve_model(get_task("sql"), "tiny", recipe=recipes.dial_recipe(get_task("sql"), 0.2, size="smoke"))
 
 
 def test_the_cli_takes_a_dial_setting(capsys):
@@ -78,19 +80,19 @@ def test_a_smoke_run_on_a_dial_base_starts_from_it(monkeypatch, tmp_path):
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
     run = R.run("repeat", "gdpo", "smoke", dial=0.8)
-    recipe = tiny.dial_recipe(get_task("repeat"), 0.8, size="smoke")
+    recipe = recipes.dial_recipe(get_task("repeat"), 0.8, size="smoke")
     assert run.trained and run.path.name.startswith("gdpo-dial0.8-seed0-")
-    assert R.base_path(resolve("repeat", "gdpo", "smoke", dial=0.8)) == tiny.tiny_path("repeat", "smoke", recipe=recipe)
-    assert tiny.Recipe.from_dict(run.base_recipe["recipe"]) == recipe
-    assert run.base_recipe["parent_base"] == tiny.tiny_path("repeat", "smoke").name
-    assert json.loads((run.path / "config.json").read_text())["model"]["recipe"] == tiny.recipe_hash("repeat", recipe, 0)
+    assert R.base_path(resolve("repeat", "gdpo", "smoke", dial=0.8)) == tiny.tiny_path(get_task("repeat"), "smoke", recipe=recipe)
+    assert recipes.Recipe.from_dict(run.base_recipe["recipe"]) == recipe
+    assert run.base_recipe["parent_base"] == tiny.tiny_path(get_task("repeat"), "smoke").name
+    assert json.loads((run.path / "config.json").read_text())["model"]["recipe"] == recipes.recipe_hash("repeat", recipe, 0)
     assert R.find("repeat", "gdpo", "smoke", dial=0.8).path == run.path
     assert R.find("repeat", "gdpo", "smoke") is None and R.find("repeat", "gdpo", "smoke", dial=0.5) is None
     assert [r.path for r in evidence.finished("repeat", "gdpo", "smoke", dial=0.8)] == [run.path]
     assert evidence.finished("repeat", "gdpo", "smoke") == []
     assert dataclasses.asdict(resolve("repeat", "gdpo", "smoke", dial=0.8))["dial"] == 0.8
     # the dose-response analysis reads such runs, and says which are missing; it trains nothing
-    from mrtpo import dose_response, report
+    from mrtpo.analysis import dose_response, report
 
     mrtpo = R.run("repeat", "mrtpo", "smoke", dial=0.8)
     rows = report.dial_frame(pd.DataFrame({

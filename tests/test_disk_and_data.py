@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mrtpo import runs
-from mrtpo.config import resolve
+from mrtpo.runs import runner as runs
+from mrtpo.runs.config import resolve
 from mrtpo.models import model_spec
+from mrtpo.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what a generation config may set without changing a decoding: token ids, caching, output flags
@@ -40,7 +41,7 @@ def test_committed_tiny_bases_set_no_decoding():
 def test_sampling_ignores_the_checkpoints_generation_defaults(smoke_policy):
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from mrtpo.diagnostics import sample
+    from mrtpo.models.sampling import sample
 
     path, tok = smoke_policy
     plain = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -92,12 +93,12 @@ def test_a_missing_spider_database_folder_is_an_error_not_an_empty_dataset(tmp_p
 def test_a_paper_scale_evaluation_names_its_missing_files(smoke_policy, tmp_path, monkeypatch):
     """Only Spider dev here: a real-scale run (a local folder: the paper's hyperparameters) must not be evaluated on
     it alone; the tiny scale reads no file, the rehearsal takes the benchmarks present."""
-    from mrtpo import evaluation
+    from mrtpo.runs import evaluation
 
     _spider(tmp_path, databases=True)
     monkeypatch.setenv("MRTPO_DATA_DIR", str(tmp_path))
     cfg = resolve("sql", "gdpo", smoke_policy[0], max_completion_length=4)
-    assert model_spec("sql", smoke_policy[0]).eval_limit is None
+    assert model_spec(get_task("sql"), smoke_policy[0]).eval_limit is None
     with pytest.raises(FileNotFoundError, match=r"4 evaluation file\(s\).*spider/dev_spider_syn\.json \(spider_syn_dev: "
                                                 r"get it from ygan/Spider-Syn.*bird/dev/dev\.json \(bird_dev"):
         evaluation.evaluate(cfg, Path(smoke_policy[0]))  # evaluated Spider dev alone and returned
@@ -110,11 +111,11 @@ def test_unstated_settings_are_recorded_choices_of_every_paper_model():
 
     for task in TASKS:
         for name in get_task(task).paper_models:
-            spec = model_spec(task, name)
+            spec = model_spec(get_task(task), name)
             settings = {c.split("=")[0] for c in spec.choices}
             assert {"temperature", "loss_type", "max_completion_length", "checkpoint"} <= settings, (task, name)
             checkpoint = next(c for c in spec.choices if c.startswith("checkpoint="))
             assert spec.checkpoint in checkpoint, (task, name)
-        smol = model_spec(task, "smollm2").choices  # its own checkpoint and length: the paper run's reasons left out
+        smol = model_spec(get_task(task), "smollm2").choices  # its own checkpoint and length: the paper run's reasons left out
         assert not any(c.startswith(("checkpoint=", "max_completion_length=1024")) for c in smol)
         assert any(c.startswith("temperature=") for c in smol)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mrtpo.distillation import distillation_loss, token_divergence
+from mrtpo.method.distillation import distillation_loss, token_divergence
 
 
 def kl(p_logits, q_logits):

@@ -6,7 +6,7 @@ import hashlib
 
 import torch
 
-from mrtpo import runs
+from mrtpo.runs import runner as runs
 
 
 def test_weights_hash_reads_bfloat16_and_keeps_float32_hashes():

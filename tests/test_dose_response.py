@@ -1,4 +1,4 @@
-"""The dose-response analysis (``mrtpo.dose_response``) on synthetic frames: each setting's localisation from the
+"""The dose-response analysis (``mrtpo.analysis.dose_response``) on synthetic frames: each setting's localisation from the
 dial rows, each gain's paired interval, the slope of gain on localisation with its bootstrap interval, the verdicts
 (including "not enough settings/seeds") and the figure."""
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrtpo import plots, report, stats
-from mrtpo import dose_response as D
+from mrtpo.analysis import plots, report, stats
+from mrtpo.analysis import dose_response as D
 
 #: dial rows as benchmarks/tiny_models.py writes them: a small region (format), a large one (answer, judged
 #: outside), notes with the token share and the concentration
@@ -158,7 +158,7 @@ def test_the_figure_draws_gains_against_the_ratio_and_marks_settings_without_run
 def test_localisation_notes_read_back_what_the_benchmark_writes():
     """The notes' format has one home (``diagnostics.localisation_note``): what the benchmark writes, the analysis
     reads; a note without the figures reads as NaN."""
-    from mrtpo import diagnostics
+    from mrtpo.analysis import diagnostics
 
     note = diagnostics.localisation_note(0.4567, 0.1234, 0.2109, 0.011, 198) + "; 198 responses with the region"
     got = diagnostics.read_localisation_notes(pd.Series([note, "measured before concentrations were recorded"]))

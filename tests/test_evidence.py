@@ -1,4 +1,4 @@
-"""The book's evidence from run folders (mrtpo.report): paired comparisons with intervals, verdict and power tables,
+"""The book's evidence from run folders (mrtpo.analysis.report): paired comparisons with intervals, verdict and power tables,
 replay rates over the pairs that exist, check-region ratios of mean shares. Run folders are written by hand here
 (a few files each), so nothing trains."""
 
@@ -9,10 +9,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrtpo import beta_sweep, claims, evidence, headline, localisation, multiplicity, power_analysis, report, significance
-from mrtpo.fingerprint import record
-from mrtpo.manifest import write_manifest
-from mrtpo.results import Run
+from mrtpo.analysis import (
+    beta_sweep,
+    claims,
+    evidence,
+    headline,
+    localisation,
+    multiplicity,
+    power_analysis,
+    report,
+    significance,
+)
+from mrtpo.runs.behaviour import record
+from mrtpo.files.manifest import write_manifest
+from mrtpo.runs.results import Run
 
 PROMPTS = 16
 
@@ -25,7 +35,7 @@ def fake_run(root, method, seed, per_prompt: np.ndarray, components=("execution_
     cfg = {"task": "if", "method": method, "model": "tiny", "seed": seed, "mrtpo_beta": 0.5, "steps": 100,
            "eval_samples": 4, "prompts_per_step": 8, "num_generations": 8}
     (folder / "config.json").write_text(json.dumps({"config": cfg, "data": {"synthetic_test": digest}}))
-    # written by the current code: its behaviour fingerprint (mrtpo.fingerprint), so the runs may be paired
+    # written by the current code: its behaviour fingerprint (mrtpo.runs.behaviour), so the runs may be paired
     (folder / "summary.json").write_text(json.dumps({"train_runtime_s": 1.0, **record("if", method)}))
     (folder / "eval.json").write_text(json.dumps({"synthetic_test": {"n_prompts": PROMPTS}}))
     rows, prompt_rows = [], []
@@ -407,7 +417,7 @@ def _add_cell(run: Run, benchmark: str, decoding: str, metric: str, value: float
 
 
 def test_sign_flips_mark_cells_against_the_headline_and_whether_their_interval_excludes_0(tmp_path):
-    from mrtpo import open_questions
+    from mrtpo.analysis import open_questions
 
     rng = np.random.default_rng(5)
     a = [fake_run(tmp_path / "a", "mrtpo", s, values(rng, 0.7)) for s in (0, 1, 2)]
@@ -427,7 +437,7 @@ def test_sign_flips_mark_cells_against_the_headline_and_whether_their_interval_e
 
 
 def test_task_comparison_and_the_cross_task_localisation_pattern(tmp_path, monkeypatch):
-    from mrtpo import open_questions
+    from mrtpo.analysis import open_questions
 
     rng = np.random.default_rng(6)
     arms = {task: {"mrtpo": [fake_run(tmp_path / task / "m", "mrtpo", s, values(rng, p)) for s in (0, 1, 2)],
@@ -459,7 +469,7 @@ def test_task_comparison_and_the_cross_task_localisation_pattern(tmp_path, monke
 
 
 def test_where_shift_lands_pools_the_reasoning_share(monkeypatch):
-    from mrtpo import open_questions
+    from mrtpo.analysis import open_questions
 
     loc = pd.DataFrame({"label": ["a", "a", "b"], "seed": [0, 1, 0], "shift_inside": [1.0, 1.0, 2.0],
                         "shift_total": [4.0, 2.0, 4.0], "tokens_inside": [2, 2, 5], "tokens_total": [10, 10, 10],
@@ -471,7 +481,7 @@ def test_where_shift_lands_pools_the_reasoning_share(monkeypatch):
 
 
 def test_shift_and_comparison_sentences_count_what_the_intervals_say():
-    from mrtpo import open_questions
+    from mrtpo.analysis import open_questions
 
     shift = pd.DataFrame({"label": ["format", "match"], "ratio": [2.5, 1.05], "lo": [1.8, 0.9], "hi": [3.1, 1.2],
                           "reasoning share": [0.2, 0.6]})

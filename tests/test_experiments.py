@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import torch
 
-from mrtpo import config
-from mrtpo import runs as E
-from mrtpo.results import Run, runs_table
+from mrtpo.runs import config
+from mrtpo.runs import runner as E
+from mrtpo.runs.results import Run, runs_table
 from mrtpo.cli import main
-from mrtpo.models import ModelNotAvailable
+from mrtpo.models.spec import ModelNotAvailable
 
 #: 3 steps of 2 prompts x 4 samples on the smoke base; checkpoints every step (for kill-and-resume)
 SMOKE = dict(model="smoke", steps=3, prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4,
@@ -143,7 +143,7 @@ def test_run_folder_then_second_call_trains_nothing(dirs, reference, monkeypatch
         assert value == pytest.approx(first.eval[bench][decoding][metric])
     assert sum(f.stat().st_size for f in first.path.iterdir()) < 1_000_000  # nothing large in results/
 
-    from mrtpo.trainer import MRTPOTrainer
+    from mrtpo.method.trainer import MRTPOTrainer
 
     monkeypatch.setattr(MRTPOTrainer, "train", lambda *a, **k: pytest.fail("a cached run trained"))
     start = time.perf_counter()

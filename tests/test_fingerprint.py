@@ -1,4 +1,4 @@
-"""Behaviour fingerprints (``mrtpo.fingerprint``): the pinned probes are the current code's, a change of behaviour
+"""Behaviour fingerprints (``mrtpo.runs.behaviour``): the pinned probes are the current code's, a change of behaviour
 changes them, every committed folder records the current fingerprint, and runs of different behaviour are never
 paired."""
 
@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from mrtpo import fingerprint as F
-from mrtpo.tasks import TASKS
+from mrtpo.runs import behaviour as F
+from mrtpo.tasks import TASKS, get_task
+from mrtpo.runs.probes import probe_texts, run_probe, shared_probe
 
 PROBES = [(task, name) for task in TASKS for name in F.probe_names()]
 
@@ -18,24 +19,21 @@ def test_probe_is_pinned(task, name):
     """A change of behaviour fails here until ``mrtpo fingerprint --write`` pins it under a bumped
     RESULTS_VERSION (and the affected folders, listed by ``mrtpo runs --stale``, are retrained)."""
     assert F.pinned()["results_version"] == F.RESULTS_VERSION
-    assert F.run_probe(task, name) == F.pinned()["probes"][task][name], (
+    assert run_probe(get_task(task), name) == F.pinned()["probes"][task][name], (
         f"the code's behaviour changed ({task} {name}): bump RESULTS_VERSION, run `mrtpo fingerprint --write`, "
         "retrain what `mrtpo runs --stale` lists")
 
 
 def test_shared_probe_scores_enough_responses():
     for task in TASKS:
-        from mrtpo.tasks import get_task
-
-        assert len(F.probe_texts(get_task(task))) >= 200
+        assert len(probe_texts(get_task(task))) >= 200
 
 
 def test_a_changed_reward_changes_the_fingerprint(monkeypatch):
     """One reward function that scores one response differently gives another shared digest."""
-    from mrtpo.tasks import get_task
 
     task = get_task("tool")
-    before = F.shared_probe("tool")
+    before = shared_probe(get_task("tool"))
     funcs = task.reward_funcs()
 
     def changed(prompts, completions, **columns):
@@ -44,7 +42,7 @@ def test_a_changed_reward_changes_the_fingerprint(monkeypatch):
 
     changed.__name__ = funcs[0].__name__
     monkeypatch.setattr(type(task), "reward_funcs", lambda self: [changed] + funcs[1:])
-    assert F.shared_probe("tool")["rewards"] != before["rewards"]
+    assert shared_probe(get_task("tool"))["rewards"] != before["rewards"]
 
 
 def test_fingerprint_combines_its_probes():
@@ -71,8 +69,8 @@ def test_new_digests_need_a_new_version(tmp_path, monkeypatch):
 
 def test_every_committed_folder_is_current():
     """``mrtpo runs --stale`` prints nothing on main: every run and base folder records the current fingerprint."""
-    from mrtpo.paths import SHIPPED
-    from mrtpo.results import run_folders
+    from mrtpo.files.paths import SHIPPED
+    from mrtpo.runs.results import run_folders
 
     bases = [p.parent for p in (SHIPPED / "base").glob("*/*/*/eval.json")]
     stale = [p.relative_to(SHIPPED).as_posix() for p in run_folders() + bases if F.is_stale(p)]
@@ -81,7 +79,7 @@ def test_every_committed_folder_is_current():
 
 def _copy(folder, root, fingerprint=None):
     """A committed run folder copied under ``root`` (a results root), its recorded fingerprint replaced."""
-    from mrtpo.manifest import write_manifest
+    from mrtpo.files.manifest import write_manifest
 
     dest = root / folder.relative_to(folder.parents[3])
     shutil.copytree(folder, dest)
@@ -96,9 +94,10 @@ def _copy(folder, root, fingerprint=None):
 def test_a_cross_behaviour_pair_is_refused(tmp_path, monkeypatch, capsys):
     """Two arms at the same seeds, one folder of another behaviour: the comparison names it; ``runs --stale`` lists
     it and only it."""
-    from mrtpo import cli, evidence
-    from mrtpo.paths import SHIPPED
-    from mrtpo.results import Run
+    from mrtpo import cli
+    from mrtpo.analysis import evidence
+    from mrtpo.files.paths import SHIPPED
+    from mrtpo.runs.results import Run
 
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path))
     runs = sorted((SHIPPED / "runs" / "sql" / "tiny").glob("gdpo-seed[34]-*")) + sorted(
@@ -117,7 +116,7 @@ def test_arms_of_one_seed_sample_the_same_first_batch():
     so the same rewards and lengths at step 1 in every committed folder of the group."""
     import pandas as pd
 
-    from mrtpo.results import run_folders
+    from mrtpo.runs.results import run_folders
 
     groups: dict[str, dict[tuple, list[str]]] = {}
     for folder in run_folders():

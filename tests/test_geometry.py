@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtpo.config import resolve
-from mrtpo.geometry import ARCHITECTURES, Architecture, memory_estimate, plan_batches
+from mrtpo.runs.config import resolve
+from mrtpo.models.geometry import ARCHITECTURES, Architecture, memory_estimate, plan_batches
 
 SEVEN_B = ARCHITECTURES["Qwen/Qwen2.5-Coder-7B-Instruct"]
 
@@ -68,7 +68,7 @@ def test_architecture_from_config_counts_parameters():
 
 
 def test_plan_for_job_reads_the_launcher(monkeypatch):
-    from mrtpo.geometry import plan_for_job
+    from mrtpo.models.geometry import plan_for_job
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     plan = plan_for_job(8, 8, 96)  # CPU: no budget, each process takes its half of the step at once

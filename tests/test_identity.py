@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo import runs as R
+from mrtpo.runs import runner as R
 
 RUNS = sorted((Path(__file__).resolve().parents[1] / "results" / "runs").glob("*/*/*/config.json"))
 
@@ -60,7 +60,7 @@ DEFAULT_HASHES = {
 @pytest.mark.parametrize("task,size", DEFAULT_HASHES)
 def test_default_recipe_hashes(task, size):
     from mrtpo.tasks import get_task
-    from mrtpo.tiny import default_recipe, recipe_hash
+    from mrtpo.models.recipe import default_recipe, recipe_hash
 
     assert tuple(recipe_hash(task, default_recipe(get_task(task), size), seed) for seed in (0, 1, 2)) == DEFAULT_HASHES[task, size]
 
@@ -69,7 +69,7 @@ def test_optional_recipe_fields_enter_the_hash_only_when_set():
     import dataclasses
 
     from mrtpo.tasks import get_task
-    from mrtpo.tiny import OPTIONAL_FIELDS, Recipe, default_recipe, recipe_hash
+    from mrtpo.models.recipe import OPTIONAL_FIELDS, Recipe, default_recipe, recipe_hash
 
     base = default_recipe(get_task("sql"))
     assert set(OPTIONAL_FIELDS) == {"copy_weight", "loo_blocks", "robust_p", "one_site", "think_drop", "parent"}
@@ -86,7 +86,7 @@ def test_optional_recipe_fields_enter_the_hash_only_when_set():
     assert Recipe.from_dict(json.loads(json.dumps(dataclasses.asdict(child)))) == child
     old = {k: v for k, v in dataclasses.asdict(base).items() if k not in OPTIONAL_FIELDS}
     assert recipe_hash("sql", Recipe.from_dict(json.loads(json.dumps(old))), 0) == "8a33c97be6"
-    with pytest.raises(ValueError, match="not fields of tiny.Recipe: init_from"):
+    with pytest.raises(ValueError, match="not fields of Recipe: init_from"):
         Recipe.from_dict({**old, "init_from": "x"})
     with pytest.raises(ValueError, match="parent's size"):
         dataclasses.replace(base, size="smoke", parent=base)

@@ -10,9 +10,16 @@ from collections import namedtuple
 
 import pytest
 
-from mrtpo import runs as E
-from mrtpo.results import run_folders
-from mrtpo.manifest import MANIFEST, ResultsNotWritable, RunFolderAltered, check_writable, verify_manifest, write_manifest
+from mrtpo.runs import runner as E
+from mrtpo.runs.results import run_folders
+from mrtpo.files.manifest import (
+    MANIFEST,
+    ResultsNotWritable,
+    RunFolderAltered,
+    check_writable,
+    verify_manifest,
+    write_manifest,
+)
 
 
 @pytest.fixture()

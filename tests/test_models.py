@@ -9,10 +9,16 @@ import math
 import pytest
 import torch
 
-from mrtpo import diagnostics as D
-from mrtpo.models import ModelNotAvailable, dry_run, model_spec, resolve_model
+from mrtpo.analysis import diagnostics as D
+from mrtpo.models.spec import ModelNotAvailable
+from mrtpo.runs.plan import dry_run
+from mrtpo.models import model_spec, resolve_model
 from mrtpo.tasks.warmup import IF_VIOLATIONS, apply_noise, violate_constraint
-from mrtpo.tiny import tiny_base
+from mrtpo.models.tiny import tiny_base
+from mrtpo.tasks import get_task
+from mrtpo.models import recipe as recipes
+from mrtpo.method.regions import in_region, token_char_spans
+from mrtpo.models.sampling import sample
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +29,7 @@ def smoke_builds(tmp_path_factory):
         root = tmp_path_factory.mktemp(name)
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("MRTPO_CACHE", str(root))
-            paths.append(tiny_base("sql", size="smoke", seed=0))
+            paths.append(tiny_base(get_task("sql"), size="smoke", seed=0))
     return paths
 
 
@@ -39,7 +45,7 @@ def weights_hash(path) -> str:
 
 
 def load_tok(path):
-    from mrtpo.tokenizer import load_tokenizer
+    from mrtpo.models.tokenizer import load_tokenizer
 
     return load_tokenizer(path)
 
@@ -77,26 +83,26 @@ def test_stage_two_builds_its_parent_once_and_continues_it(tmp_path, monkeypatch
 
     from safetensors.torch import load_file
 
-    from mrtpo import tiny
+    from mrtpo.models import tiny
     from mrtpo.tasks import get_task
 
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
     built = []
     real_build = tiny.build
     monkeypatch.setattr(tiny, "build", lambda task, recipe, *a, **k: built.append(recipe) or real_build(task, recipe, *a, **k))
-    parent = dataclasses.replace(tiny.default_recipe(get_task("sql"), "smoke"), steps=2, batch=4, n_train=12)
+    parent = dataclasses.replace(recipes.default_recipe(get_task("sql"), "smoke"), steps=2, batch=4, n_train=12)
     child = dataclasses.replace(parent, steps=1, lr=1e-3, loo_blocks=True, robust_p=0.5, copy_weight=4.0, parent=parent)
-    path = tiny_base("sql", seed=0, recipe=child)
+    path = tiny_base(get_task("sql"), seed=0, recipe=child)
     assert built == [parent, child]
-    parent_path = tiny.tiny_path("sql", seed=0, recipe=parent)
+    parent_path = tiny.tiny_path(get_task("sql"), seed=0, recipe=parent)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
-    assert meta["parent_base"] == parent_path.name and tiny.Recipe.from_dict(meta["recipe"]) == child
+    assert meta["parent_base"] == parent_path.name and recipes.Recipe.from_dict(meta["recipe"]) == child
     assert load_tok(path).get_vocab() == load_tok(parent_path).get_vocab()
     w_parent, w_child = load_file(str(parent_path / "model.safetensors")), load_file(str(path / "model.safetensors"))
     assert w_parent.keys() == w_child.keys() and not all(torch.equal(w_parent[k], w_child[k]) for k in w_parent)
     # a second child of the same parent reuses it; a built child is reused as it is
-    other = tiny_base("sql", seed=0, recipe=dataclasses.replace(child, robust_p=0.0))
-    assert tiny_base("sql", seed=0, recipe=child) == path and other != path
+    other = tiny_base(get_task("sql"), seed=0, recipe=dataclasses.replace(child, robust_p=0.0))
+    assert tiny_base(get_task("sql"), seed=0, recipe=child) == path and other != path
     assert built == [parent, child, dataclasses.replace(child, robust_p=0.0)]
 
 
@@ -130,7 +136,7 @@ def test_7b_offline_gives_the_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotAvailable) as err:
-        resolve_model("sql", "7b")
+        resolve_model(get_task("sql"), "7b")
     msg = str(err.value)
     assert "Qwen/Qwen2.5-Coder-7B-Instruct" in msg and str(tmp_path / "models") in msg and "MRTPO_MODEL_DIR" in msg
     assert isinstance(err.value, RuntimeError)
@@ -141,24 +147,24 @@ def test_model_dir_override(tmp_path, monkeypatch, smoke_builds):
     target.parent.mkdir(parents=True)
     target.symlink_to(smoke_builds[0], target_is_directory=True)
     monkeypatch.setenv("MRTPO_MODEL_DIR", str(tmp_path))
-    assert resolve_model("sql", "7b") == target
-    assert resolve_model("sql", str(smoke_builds[0])) == smoke_builds[0]
+    assert resolve_model(get_task("sql"), "7b") == target
+    assert resolve_model(get_task("sql"), str(smoke_builds[0])) == smoke_builds[0]
 
 
 def test_dry_run_prints_the_plan(capsys):
-    plan = dry_run("sql", "7b")
+    plan = dry_run(get_task("sql"), "7b")
     out = capsys.readouterr().out
     assert "Qwen/Qwen2.5-Coder-7B-Instruct" in out and "memory_gib_per_device" in out
     assert plan["steps"] == 100 and plan["prompts_per_step"] == 32 and len(plan["seeds"]) == 3
     assert plan["geometry"]["fits"] is False  # a 7B's training states alone exceed one 80 GB GPU
-    eight = dry_run("sql", "7b", gpus=8, print_plan=False)["geometry"]
+    eight = dry_run(get_task("sql"), "7b", gpus=8, print_plan=False)["geometry"]
     assert eight["fits"] and eight["memory_gib_per_device"] < 72 and eight["completions_per_step"] == 32 * 8
-    assert model_spec("if", "4b").kl_beta == 0 and model_spec("if", "4b").steps == 300
+    assert model_spec(get_task("if"), "4b").kl_beta == 0 and model_spec(get_task("if"), "4b").steps == 300
 
 
 def test_unknown_pair_is_a_value_error():
     with pytest.raises(ValueError, match="not a paper setting"):
-        dry_run("if", "1.5b")
+        dry_run(get_task("if"), "1.5b")
 
 
 def test_noise_kinds_corrupt_only_their_region():
@@ -202,7 +208,7 @@ def test_each_if_violation_fails_its_checker_and_stays_in_its_region():
 def test_in_region_and_concentration():
     q = torch.tensor([0.0, 0.1, 0.9, 0.8, 0.1])
     spans = [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
-    assert D.in_region(spans, [(4, 8)]) == [False, False, True, True, False]
+    assert in_region(spans, [(4, 8)]) == [False, False, True, True, False]
     assert D.concentration(q) == pytest.approx(0.4)
     assert D.concentration(torch.ones(10)) == pytest.approx(0.8)
     assert math.isnan(D.concentration(torch.zeros(3)))
@@ -214,8 +220,8 @@ def test_js_profile_is_zero_for_identical_prompts(smoke_builds):
     tok = load_tok(smoke_builds[0])
     model = AutoModelForCausalLM.from_pretrained(smoke_builds[0]).eval()
     prompt = [{"role": "user", "content": "How many people live in Rome?"}]
-    ((ids, text),) = D.sample(model, tok, [prompt], n=1, max_new_tokens=8, seed=0)[0]
-    assert len(D.token_char_spans(tok, ids)) == len(ids)
+    ((ids, text),) = sample(model, tok, [prompt], n=1, max_new_tokens=8, seed=0)[0]
+    assert len(token_char_spans(tok, ids)) == len(ids)
     if ids:
         q = D.js_profile(model, tok, prompt, prompt, ids)
         assert q.shape == (len(ids),) and q.abs().max() < 1e-3
@@ -226,12 +232,12 @@ def test_js_profile_is_zero_for_identical_prompts(smoke_builds):
 def test_a_local_folder_is_a_model_for_the_runner(smoke_builds, tmp_path, monkeypatch):
     """A folder of weights is resolved as given, takes the task's paper-scale hyperparameters, and names its
     run folders by its last part (the error message tells users to pass one)."""
-    from mrtpo import runs
+    from mrtpo.runs import runner as runs
 
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path))
     folder = str(smoke_builds[0])
     cfg = runs.resolve("sql", "gdpo", model=folder)
-    assert cfg.scale == "real" and cfg.steps == model_spec("sql", "7b").steps
+    assert cfg.scale == "real" and cfg.steps == model_spec(get_task("sql"), "7b").steps
     assert runs.base_path(cfg) == smoke_builds[0]
     assert runs.model_identity(cfg) == {"checkpoint": folder}
     assert runs.run_name(cfg, "0" * 64).startswith("gdpo-seed0-")
@@ -246,7 +252,7 @@ def test_plan_of_every_paper_model_keeps_the_papers_step(gpus, monkeypatch, tmp_
     monkeypatch.setenv("MRTPO_DATA_DIR", str(tmp_path))  # no data: every file listed with where to get it
     for task in TASKS:
         for name in get_task(task).paper_models:
-            plan = dry_run(task, name, gpus=gpus, print_plan=False)
+            plan = dry_run(get_task(task), name, gpus=gpus, print_plan=False)
             g = plan["geometry"]
             assert g["completions_per_step"] == g["generation_batch_size"] == plan["prompts_per_step"] * plan["num_generations"]
             assert g["completions_per_step"] // plan["num_generations"] == get_task(task).paper_run["prompts_per_step"]
@@ -256,8 +262,8 @@ def test_plan_of_every_paper_model_keeps_the_papers_step(gpus, monkeypatch, tmp_
 
 
 def test_a_run_folder_name_says_when_its_steps_are_not_the_default():
-    from mrtpo import runs
-    from mrtpo.config import resolve
+    from mrtpo.runs import runner as runs
+    from mrtpo.runs.config import resolve
 
     assert runs.run_name(resolve("sql", "gdpo", steps=300), "0" * 64) == "gdpo-steps300-seed0-00000000"
     assert runs.run_name(resolve("sql", "mrtpo", steps=100), "0" * 64) == "mrtpo-beta0.5-seed0-00000000"

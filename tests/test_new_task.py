@@ -4,7 +4,7 @@ its tiny base, trains, evaluates and renders it without any other module knowing
 import pandas as pd
 import pytest
 
-from mrtpo import evidence, report
+from mrtpo.analysis import evidence, report
 from mrtpo.tasks import TASKS
 
 @pytest.fixture
@@ -16,7 +16,7 @@ def toy(monkeypatch, tmp_path):
 
 
 def test_a_fourth_task_trains_evaluates_and_renders(toy, capsys):
-    from mrtpo import runs
+    from mrtpo.runs import runner as runs
 
     run = runs.run("repeat", "mrtpo", model="smoke")  # the smoke size: a seconds-to-build base, 2 steps
     assert run.trained and run.path.parent == toy / "results" / "runs" / "repeat" / "smoke"

@@ -19,7 +19,7 @@ def test_rehearsal_spec_keeps_the_paper_settings():
     from mrtpo.models import model_spec
     from mrtpo.tasks import get_task
 
-    spec = model_spec("sql", "rehearsal")
+    spec = model_spec(get_task("sql"), "rehearsal")
     paper = get_task("sql").paper_run
     assert spec.num_generations == paper["num_generations"] and spec.learning_rate == paper["learning_rate"]
     assert spec.checkpoint.startswith("rehearsal-v") and spec.eval_limit == 4
@@ -28,7 +28,7 @@ def test_rehearsal_spec_keeps_the_paper_settings():
 def test_rehearsal_base_is_a_qwen2_with_chatml(tmp_path):
     from transformers import AutoConfig, AutoTokenizer
 
-    from mrtpo.rehearsal import build_rehearsal
+    from mrtpo.models.rehearsal import build_rehearsal
     from mrtpo.tasks import get_task
 
     path = build_rehearsal(get_task("sql", db_cache_dir=tmp_path / "db"), tmp_path / "r")

@@ -7,20 +7,20 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtpo.contexts import SECTION_HEADER, build_contexts
-from mrtpo.advantages import token_weights
-from mrtpo.relevance import (
+from mrtpo.method.contexts import SECTION_HEADER, build_contexts
+from mrtpo.method.advantages import token_weights
+from mrtpo.method.relevance import (
     concentration,
     js_divergence,
     js_relevance,
     median_correlations,
-    median_correlations_se,
     profile_correlation,
     rounding_floor,
     specificity,
     token_entropy,
     unit_roundoff,
 )
+from mrtpo.analysis.diagnostics import median_correlations_se
 
 
 def test_identical_logits_give_zero_and_disjoint_give_one():
@@ -222,7 +222,7 @@ def test_large_vocabulary_chunks_are_capped_and_exact(monkeypatch):
     """At a large vocabulary the chunk shrinks to ``CHUNK_ELEMENTS / V`` positions (bounded memory); q is the same
     bit for bit as one chunk on the logits path, an expanded input is never copied whole, and a low-precision head
     upcast a slice at a time gives the logits of the head upcast whole."""
-    import mrtpo.relevance as rel
+    import mrtpo.method.relevance as rel
 
     g = torch.Generator().manual_seed(3)
     V, H = 40, 6
@@ -254,7 +254,7 @@ def test_zero3_partitioned_head_is_gathered_for_the_replay(monkeypatch):
     import sys
     import types
 
-    from mrtpo.replay import whole_parameters
+    from mrtpo.method.replay import whole_parameters
 
     entered = []
 

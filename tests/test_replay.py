@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from mrtpo.replay import replay_hidden, valid_lengths
+from mrtpo.method.replay import replay_hidden, valid_lengths
 
 
 @pytest.mark.parametrize("shared", [0, 6])

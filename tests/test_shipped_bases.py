@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from mrtpo import cli, tiny
-from mrtpo.manifest import RunFolderAltered, file_sums
+from mrtpo import cli
+from mrtpo.models import tiny
+from mrtpo.files.manifest import RunFolderAltered, file_sums
 from mrtpo.tasks import TASKS, get_task
+from mrtpo.models import recipe as recipes
 
 
 @pytest.fixture
@@ -26,8 +28,8 @@ def no_build(*args, **kwargs):
 
 
 def test_a_shipped_base_is_installed_not_built_and_reproduces_bit_for_bit(toy, monkeypatch, tmp_path):
-    recipe = tiny.dial_recipe(get_task("repeat"), 0.5, size="smoke")  # a stage 2: its parent is built first
-    built = tiny.tiny_base("repeat", "smoke", recipe=recipe)
+    recipe = recipes.dial_recipe(get_task("repeat"), 0.5, size="smoke")  # a stage 2: its parent is built first
+    built = tiny.tiny_base(get_task("repeat"), "smoke", recipe=recipe)
     shipped = tiny.ship(built)
     assert shipped == toy / built.name and tiny.shipped_names() == [built.name]
     assert (shipped / "SHA256SUMS").exists() and file_sums(shipped) == file_sums(built)
@@ -35,27 +37,27 @@ def test_a_shipped_base_is_installed_not_built_and_reproduces_bit_for_bit(toy, m
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "fresh"))
     with monkeypatch.context() as m:
         m.setattr(tiny, "build", no_build)
-        installed = tiny.tiny_base("repeat", "smoke", recipe=recipe)
+        installed = tiny.tiny_base(get_task("repeat"), "smoke", recipe=recipe)
     assert installed == tmp_path / "fresh" / "models" / built.name and file_sums(installed) == file_sums(built)
     # rebuilt from its recorded recipe (its parent built again here): the same weights, byte for byte
-    r = tiny.reproduce(built.name, tmp_path / "work")
+    r = tiny.reproduce(built.name, tmp_path / "work", get_task("repeat"))
     assert r["same"] and r["max_abs_diff"] == 0.0 and r["base"] == built.name
 
 
 def test_an_altered_shipped_base_is_refused_with_what_to_do(toy, tmp_path):
-    shipped = tiny.ship(tiny.tiny_base("repeat", "smoke"))
+    shipped = tiny.ship(tiny.tiny_base(get_task("repeat"), "smoke"))
     (shipped / "config.json").write_text("{}")
     import shutil
 
     shutil.rmtree(tmp_path / "cache" / "models" / shipped.name)
     with pytest.raises(RunFolderAltered, match=r"config.json \(changed\).*git checkout -- .*or delete that folder"):
-        tiny.tiny_base("repeat", "smoke")
+        tiny.tiny_base(get_task("repeat"), "smoke")
     with pytest.raises(ValueError, match="no shipped base 'nope'"):
-        tiny.reproduce("nope", tmp_path / "work")
+        tiny.reproduce("nope", tmp_path / "work", get_task("repeat"))
 
 
 def test_the_bases_command_ships_lists_and_reproduces(toy, capsys, tmp_path):
-    name = tiny.tiny_base("repeat", "smoke").name
+    name = tiny.tiny_base(get_task("repeat"), "smoke").name
     cli.main(["bases", "--ship", name])
     cli.main(["bases"])
     out = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The paired t-test of the book's comparisons (mrtpo.significance): Student's t, the test's p, its power against a
+"""The paired t-test of the book's comparisons (mrtpo.analysis.significance): Student's t, the test's p, its power against a
 simulation, the detectable difference and the seeds a difference needs, the chi-square interval of a measured sd,
 and Holm's correction over a family."""
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mrtpo import significance as sg
+from mrtpo.analysis import significance as sg
 
 
 def test_t_distribution_against_known_values():

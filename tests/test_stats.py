@@ -1,4 +1,4 @@
-"""The book's statistics (mrtpo.stats): seed means, paired t intervals and their coverage on shared prompts, verdicts,
+"""The book's statistics (mrtpo.analysis.stats): seed means, paired t intervals and their coverage on shared prompts, verdicts,
 the noise split from within-prompt sampling, standard errors of a measurement (bootstrap, clustered samples,
 differences). The tests and their power are tests/test_significance.py."""
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mrtpo import stats
+from mrtpo.analysis import stats
 
 
 def test_mean_se_over_seeds_and_no_spread_from_one_seed():

@@ -12,9 +12,9 @@ import torch
 from datasets import Dataset
 
 from mrtpo import METHODS, MRTPOConfig, MRTPOTrainer
-from mrtpo.trainer import Scored
-from mrtpo.contexts import build_contexts
-from mrtpo.relevance import js_relevance
+from mrtpo.method.trainer import Scored
+from mrtpo.method.contexts import build_contexts
+from mrtpo.method.relevance import js_relevance
 
 
 def parity(prompts, completions, completion_ids, **kw):
@@ -76,7 +76,9 @@ def test_every_variant_trains(smoke_policy, tmp_path, advantage):
             assert -1 <= logs[0]["mrtpo/cross_reward_corr"] <= 1 and "mrtpo/parity/entropy_corr" in logs[0]
     if advantage == "entropy":
         assert trainer.replay_forwards == 0 and 0 < logs[0]["mrtpo/s"] <= 1
+    if advantage in ("entropy", "gtpo"):
         # the entropy the weights use is that of the distributions sampled from: TRL's loss pass measures the same
+        assert trainer.replay_forwards == 0
         assert logs[0]["mrtpo/entropy_mean"] == pytest.approx(logs[0]["entropy"], rel=1e-4)
     assert logs[0]["mrtpo/constant/frac_groups_nonzero_std"] == 0.0
 
@@ -107,7 +109,7 @@ def test_zero_std_rewards_are_not_replayed(smoke_policy, tmp_path):
     trainer = make_trainer(smoke_policy, tmp_path, "mrtpo", steps=1)
     trainer.train()
     inputs, prompts, completions, ids, rewards = trainer._scored
-    from mrtpo.advantages import replay_needed
+    from mrtpo.method.advantages import replay_needed
 
     need = replay_needed(rewards, 4)
     assert not need[:, 2].any()  # the constant reward
@@ -157,8 +159,8 @@ def test_profiles_are_saved(smoke_policy, tmp_path):
 def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_path):
     """The entropy arm's token advantages are MRTPO's composition with w = (1 - beta) + beta h / hbar, h the
     entropy of each sampled token's distribution, recomputed here by a forward over prompt + completion."""
-    from mrtpo.advantages import entropy_weights, gdpo_advantages, token_advantages
-    from mrtpo.relevance import token_entropy
+    from mrtpo.method.advantages import entropy_weights, gdpo_advantages, token_advantages
+    from mrtpo.method.relevance import token_entropy
 
     from transformers import AutoModelForCausalLM
 
@@ -193,11 +195,53 @@ def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_pa
     assert not torch.allclose(seen["adv"], seen["adv"][:, :1] * mask, atol=1e-3)  # not the response-level GDPO
 
 
+def test_gtpo_arm_shapes_gdpo_by_generation_entropy(smoke_policy, tmp_path):
+    """The gtpo arm's token advantages are ``gtpo_advantages`` of GDPO's advantages (S the outcome, the trainer's
+    alphas) with the entropy of each sampled token's distribution, recomputed here by a forward."""
+    from mrtpo.method.advantages import gdpo_advantages, summed_advantage
+    from mrtpo.method.gtpo import gtpo_advantages
+    from mrtpo.method.relevance import token_entropy
+
+    from transformers import AutoModelForCausalLM
+
+    path, tok = smoke_policy
+    sharp = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():  # sharper logits, as in the entropy arm's test
+        sharp.model.norm.weight.mul_(8.0)
+    sharp.save_pretrained(tmp_path / "sharp")
+    tok.save_pretrained(tmp_path / "sharp")
+    policy = (str(tmp_path / "sharp"), tok)
+    trainer = make_trainer(policy, tmp_path, "gtpo", steps=1, gtpo_alpha1=1.0, gtpo_alpha2=0.5)
+    seen = {}
+    original = trainer._advantages
+
+    def spy(out):
+        seen["adv"], seen["out"] = original(out), out
+        return seen["adv"]
+
+    trainer._advantages = spy
+    trainer.train()
+    out, rewards = seen["out"], trainer._scored[4]
+    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+    P, T = out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
+    mask = out["completion_mask"].float()
+    with torch.no_grad():
+        sampler = AutoModelForCausalLM.from_pretrained(policy[0]).eval()
+        h = token_entropy(sampler(input_ids=ids, attention_mask=attention).logits[:, P - 1 : P + T - 1], mask)
+    A_k, A = gdpo_advantages(rewards, 4)
+    expected = gtpo_advantages(A, h, mask, 4, 1.0, 0.5, outcome=summed_advantage(A_k))
+    assert torch.allclose(seen["adv"], expected, atol=1e-4)
+    assert not torch.allclose(seen["adv"], A.unsqueeze(1) * mask, atol=1e-3)  # not the response-level GDPO
+
+
 def test_bad_config_fails_early():
     with pytest.raises(ValueError, match="grpo, gdpo, mrtpo"):
         MRTPOConfig(output_dir="x", advantage="nope", use_cpu=True)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         MRTPOConfig(output_dir="x", mrtpo_beta=1.5, use_cpu=True)
+    with pytest.raises(ValueError, match="gtpo_alpha"):
+        MRTPOConfig(output_dir="x", advantage="gtpo", gtpo_alpha2=-0.1, use_cpu=True)
 
 
 def test_resume_continues_beta_schedule(smoke_policy, tmp_path):
@@ -215,7 +259,7 @@ def test_resume_continues_beta_schedule(smoke_policy, tmp_path):
 
 def test_gdpo_equals_trl_normalize_then_sum(smoke_policy, tmp_path):
     """Our gdpo_advantages on TRL's gathered rewards equals TRL's own normalize_then_sum advantages."""
-    from mrtpo.advantages import gdpo_advantages
+    from mrtpo.method.advantages import gdpo_advantages
     from trl import GRPOConfig, GRPOTrainer
 
     path, tok = smoke_policy
@@ -290,7 +334,7 @@ def test_relevance_peaks_where_the_left_out_block_can_reach(smoke_policy, tmp_pa
     out = {"completion_ids": torch.tensor([completion]), "completion_mask": torch.ones(1, T, dtype=torch.long)}
     q = trainer._relevance(out, torch.ones(1, 2, dtype=torch.bool), joint=False)[0]
 
-    from mrtpo.contexts import build_contexts
+    from mrtpo.method.contexts import build_contexts
 
     ctx = build_contexts(prompt, blocks(None, [None])[0])
     ids_all = trainer._tokenize_prompts([ctx.all])[0][0]
@@ -352,7 +396,7 @@ def test_logged_replay_rate_divides_by_the_pairs_that_exist():
     from collections import defaultdict
     from types import SimpleNamespace
 
-    from mrtpo.advantages import replay_needed
+    from mrtpo.method.advantages import replay_needed
 
     nan = float("nan")
     rewards = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, nan], [0.0, nan]])
@@ -370,8 +414,8 @@ def test_logged_replay_rate_divides_by_the_pairs_that_exist():
 def test_region_placement_trains(smoke_policy, tmp_path, advantage, options):
     """The positive control and the dial train; the weights place by the check regions (``placement``, mapped onto
     the tokens by ``diagnostics.region_indicator``), and the check-region ratio of that placement is logged."""
-    from mrtpo.advantages import gdpo_advantages, placement, saw_weights, token_advantages, token_weights
-    from mrtpo.diagnostics import region_indicator
+    from mrtpo.method.advantages import gdpo_advantages, placement, saw_weights, token_advantages, token_weights
+    from mrtpo.method.regions import region_indicator
 
     trainer = make_trainer(smoke_policy, tmp_path, advantage, steps=1, **options)
     seen = []
@@ -406,7 +450,7 @@ def test_region_needs_its_regions(smoke_policy, tmp_path):
 
 def test_region_indicator_maps_char_spans_onto_tokens(smoke_policy):
     """A token is in a region when its decoded characters overlap a span (the localisation metric's mapping)."""
-    from mrtpo.diagnostics import region_indicator
+    from mrtpo.method.regions import region_indicator
 
     tok = smoke_policy[1]
     ids = tok("SELECT name FROM city", add_special_tokens=False)["input_ids"]
@@ -426,7 +470,7 @@ def test_region_indicator_maps_char_spans_onto_tokens(smoke_policy):
 def test_read_regions_is_check_regions_per_response(name):
     """``Task.read_regions`` (what the runner passes as ``check_regions=``) gives each response the spans
     ``check_regions`` gives it with its dataset row."""
-    from mrtpo.replay import safe_z_blocks
+    from mrtpo.method.replay import safe_z_blocks
     from mrtpo.tasks import get_task
 
     task = get_task(name)

@@ -1,4 +1,4 @@
-"""Warm-up batches (``mrtpo.warmup_data``): the leave-one-out block schedule, robust continuations, one site
+"""Warm-up batches (``mrtpo.models.warmup_data``): the leave-one-out block schedule, robust continuations, one site
 per reward and value-token weights."""
 
 import dataclasses
@@ -8,12 +8,13 @@ import re
 import pytest
 import torch
 
-from mrtpo import tiny
-from mrtpo import warmup_data as W
+from mrtpo.models import tiny
+from mrtpo.models import warmup_data as W
 from mrtpo.tasks import get_task
 from mrtpo.tasks.base import Noise
 from mrtpo.tasks.warmup import VALUE_RE, answer_start
-from mrtpo.tokenizer import build_tokenizer
+from mrtpo.models.tokenizer import build_tokenizer
+from mrtpo.models import recipe as recipes
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def sql_setup():
     """(task, recipe with every gated noise at p = 1, examples, words, tokenizer) at smoke size."""
     task = get_task("sql")
     noise = tuple(Noise(n.kind, 1.0, n.gate) for n in task.warmup_noise)
-    recipe = dataclasses.replace(tiny.default_recipe(task, "smoke"), n_train=12, think_values=False, noise=noise)
+    recipe = dataclasses.replace(recipes.default_recipe(task, "smoke"), n_train=12, think_values=False, noise=noise)
     words = W.pseudo_words(400, 0)
     examples = W.make_examples(task, recipe, 0, words)
     tok = build_tokenizer([W.render_prompt_plain(e) for e in examples] + [" ".join(words)] * 3, vocab_size=4096)
@@ -154,7 +155,7 @@ def test_weighted_loss_with_unit_weights_is_the_mean_cross_entropy():
 def test_think_drop_removes_its_matches_from_the_reasoning_only():
     """``Recipe.think_drop``: instruction following's rule count leaves the ``<think>``; the answer is untouched."""
     task = get_task("if")
-    recipe = dataclasses.replace(tiny.default_recipe(task, "smoke"), n_train=8, random_value_frac=0.0)
+    recipe = dataclasses.replace(recipes.default_recipe(task, "smoke"), n_train=8, random_value_frac=0.0)
     words = W.pseudo_words(50, 0)
     plain = W.make_examples(task, recipe, 0, words)
     dropped = W.make_examples(task, dataclasses.replace(recipe, think_drop=r" with \d+ rules?"), 0, words)

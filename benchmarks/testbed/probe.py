@@ -13,11 +13,11 @@ Plus reading (answer reward with all Z blocks minus without, sampled at temperat
 hidden-value prompts, and variance (share of groups of G samples from P_0 with non-zero reward std).
 
 Usage: ``python benchmarks/testbed/probe.py NAME '{"noise": [["structure", .35, ["execution_match"]]], ...}'``;
-appends one row per figure to results/testbed/attempts.csv. The overrides are ``tiny.Recipe`` fields, changes
+appends one row per figure to results/testbed/attempts.csv. The overrides are ``recipes.Recipe`` fields, changes
 from the task's default tiny recipe (``noise`` as ``[kind, p, gate]`` lists); among them the testbed's options
-``copy_weight``, ``loo_blocks``, ``robust_p`` and ``one_site`` (documented on ``tiny.Recipe``), and ``parent``,
+``copy_weight``, ``loo_blocks``, ``robust_p`` and ``one_site`` (documented on ``recipes.Recipe``), and ``parent``,
 the overrides of the recipe whose base this one continues (a stage 2; ``{}``: the default base). With
-``--dial D`` the overrides change the dial base at setting D (``tiny.dial_recipe``) instead. Examples: the
+``--dial D`` the overrides change the dial base at setting D (``recipes.dial_recipe``) instead. Examples: the
 text-to-SQL dial base at d = 0.5 (a 360-step stage 2 of the default base, the series R2-d<d>), and the same
 without robust continuations::
 
@@ -43,22 +43,25 @@ from pathlib import Path
 
 import torch
 
-from mrtpo import diagnostics as D
-from mrtpo import tiny
-from mrtpo.contexts import build_contexts
-from mrtpo.relevance import js_relevance
-from mrtpo.replay import replay_hidden
+from mrtpo.analysis import diagnostics as D
+from mrtpo.models import tiny
+from mrtpo.method.contexts import build_contexts
+from mrtpo.method.relevance import js_relevance
+from mrtpo.method.replay import replay_hidden
 from mrtpo.tasks import get_task
 from mrtpo.tasks.base import Noise, Task
-from mrtpo.tokenizer import token_char_spans
+from mrtpo.method.regions import token_char_spans
+from mrtpo.models import recipe as recipes
+from mrtpo.method.regions import check_region_ratio, in_region, pooled_shares
+from mrtpo.models.sampling import prompt_ids, sample
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT_CSV = ROOT / "results" / "testbed" / "attempts.csv"
 FIELDS = ("attempt", "task", "prompts", "responses", "reward", "figure", "value", "notes")
 
 
-def recipe_from(overrides: dict, task: Task, dial: float | None = None) -> tiny.Recipe:
-    """The task's default tiny recipe (with ``dial``: ``tiny.dial_recipe(task, dial)``) with ``overrides``
+def recipe_from(overrides: dict, task: Task, dial: float | None = None) -> recipes.Recipe:
+    """The task's default tiny recipe (with ``dial``: ``recipes.dial_recipe(task, dial)``) with ``overrides``
     (``noise`` as ``[kind, p, gate]`` lists; ``parent`` the overrides of the parent recipe, from the default)."""
     kw = dict(overrides)
     if "noise" in kw:
@@ -67,7 +70,7 @@ def recipe_from(overrides: dict, task: Task, dial: float | None = None) -> tiny.
         kw["hint_p"] = tuple(kw["hint_p"])
     if kw.get("parent") is not None:
         kw["parent"] = recipe_from(kw["parent"], task)
-    return dataclasses.replace(tiny.default_recipe(task) if dial is None else tiny.dial_recipe(task, dial), **kw)
+    return dataclasses.replace(recipes.default_recipe(task) if dial is None else recipes.dial_recipe(task, dial), **kw)
 
 
 def reference(task, recipe, row) -> str:
@@ -80,7 +83,7 @@ def reference(task, recipe, row) -> str:
 @torch.no_grad()
 def response_logits(model, tok, prompts_ids: list[list[int]], response_ids: list[int]) -> torch.Tensor:
     """Logits (n_prompts, T, V) predicting each response token, for one response after each prompt (the
-    trainer's replay, ``mrtpo.replay.replay_hidden``, then the lm_head)."""
+    trainer's replay, ``mrtpo.method.replay.replay_hidden``, then the lm_head)."""
     ids = torch.tensor(list(response_ids))
     h = replay_hidden(model, prompts_ids, [ids] * len(prompts_ids), tok.pad_token_id, batch_size=len(prompts_ids))
     return model.get_output_embeddings()(h).float()
@@ -114,7 +117,7 @@ def profiles(model, tok, task, rows, responses):
         z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": text}]], **{k: [r[k]] for k in r if k != "prompt"})[0]
         ctx = build_contexts(r["prompt"], z)
         names = [k for k in z]
-        logits = response_logits(model, tok, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], list(ids))
+        logits = response_logits(model, tok, [prompt_ids(tok, ctx.all)] + [prompt_ids(tok, ctx.minus[k]) for k in names], list(ids))
         logp = torch.log_softmax(logits[0], -1)
         H = -(logp.exp() * logp).sum(-1)
         regions = task.check_regions(text, r)
@@ -125,7 +128,7 @@ def profiles(model, tok, task, rows, responses):
             qs[k] = q
             if not regions.get(k):
                 continue
-            inside = torch.tensor(D.in_region(spans, regions[k]))
+            inside = torch.tensor(in_region(spans, regions[k]))
             a = acc.setdefault(k, dict(shift_inside=[], shift_total=[], tokens_inside=[], tokens_total=[], conc=[], qmean=[]))
             a["shift_inside"].append(q[inside].sum().item())
             a["shift_total"].append(q.sum().item())
@@ -153,7 +156,7 @@ def show_profiles(model, tok, task, recipe, rows) -> None:
         ids = tok(ref, add_special_tokens=False).input_ids
         z = task.z_blocks([r["prompt"]], [[{"role": "assistant", "content": ref}]], **{k: [r[k]] for k in r if k != "prompt"})[0]
         ctx, names = build_contexts(r["prompt"], z), list(z)
-        lg = response_logits(model, tok, [D.prompt_ids(tok, ctx.all)] + [D.prompt_ids(tok, ctx.minus[k]) for k in names], ids)
+        lg = response_logits(model, tok, [prompt_ids(tok, ctx.all)] + [prompt_ids(tok, ctx.minus[k]) for k in names], ids)
         lp = torch.log_softmax(lg[0], -1)
         H = -(lp.exp() * lp).sum(-1)
         qs = [js_relevance(lg[0], lg[j + 1]) for j in range(len(names))]
@@ -175,7 +178,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("name")
     ap.add_argument("overrides", nargs="?", default="{}")
-    ap.add_argument("--dial", type=float, help=f"start from the dial base at this setting (tiny.DIAL_SETTINGS {tiny.DIAL_SETTINGS})")
+    ap.add_argument("--dial", type=float, help=f"start from the dial base at this setting (recipes.DIAL_SETTINGS {recipes.DIAL_SETTINGS})")
     ap.add_argument("--task", default="sql")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--group", type=int, default=8)
@@ -188,15 +191,15 @@ def main() -> None:
     torch.set_num_threads(1)
     from transformers import AutoModelForCausalLM
 
-    from mrtpo.tokenizer import load_tokenizer
+    from mrtpo.models.tokenizer import load_tokenizer
 
     task = get_task(args.task)
     if args.base:
         path = args.base.expanduser()
-        recipe = tiny.Recipe.from_dict(json.loads((path / "mrtpo_recipe.json").read_text())["recipe"])
+        recipe = recipes.Recipe.from_dict(json.loads((path / "mrtpo_recipe.json").read_text())["recipe"])
     else:
         recipe = recipe_from(json.loads(args.overrides), task, args.dial)
-        path = tiny.tiny_base(args.task, seed=args.seed, recipe=recipe)
+        path = tiny.tiny_base(get_task(args.task), seed=args.seed, recipe=recipe)
     meta = json.loads((path / "mrtpo_recipe.json").read_text())
     tok = load_tokenizer(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -215,7 +218,7 @@ def main() -> None:
     if hidden:
         sets["hidden"] = hidden
     for sname, rows in sets.items():
-        samples = D.sample(model, tok, [r["prompt"] for r in rows], n=args.group, temperature=1.0, max_new_tokens=96, seed=1)
+        samples = sample(model, tok, [r["prompt"] for r in rows], n=args.group, temperature=1.0, max_new_tokens=96, seed=1)
         flat = [r for r in rows for _ in range(args.group)]
         texts = [t for s in samples for _, t in s]
         sc = rewards(task, flat, texts)
@@ -226,7 +229,7 @@ def main() -> None:
             emit(sname, "sampled", name, "variance_groups", sum(bool(x.std() > 0) for x in fin) / max(1, len(fin)))
         # reading: Z from the first sample of each group, as the trainer builds it
         z_list = task.z_blocks([r["prompt"] for r in rows], [[{"role": "assistant", "content": s[0][1]}] for s in samples], **columns_of(rows))
-        zs = D.sample(model, tok, [build_contexts(r["prompt"], z).all for r, z in zip(rows, z_list)], n=args.group,
+        zs = sample(model, tok, [build_contexts(r["prompt"], z).all for r, z in zip(rows, z_list)], n=args.group,
                       temperature=1.0, max_new_tokens=96, seed=2)
         scz = rewards(task, flat, [t for s in zs for _, t in s])
         for name in task.answer_rewards:
@@ -237,8 +240,8 @@ def main() -> None:
         for kind, (rr, resp) in kinds.items():
             acc, cross, ent = profiles(model, tok, task, rr, resp)
             for k, a in acc.items():
-                ss, ts = D.pooled_shares(a)
-                emit(sname, kind, k, "ratio", D.check_region_ratio(a), f"shift share {ss:.3f} on token share {ts:.3f}")
+                ss, ts = pooled_shares(a)
+                emit(sname, kind, k, "ratio", check_region_ratio(a), f"shift share {ss:.3f} on token share {ts:.3f}")
                 emit(sname, kind, k, "out_ratio", (1 - ss) / (1 - ts) if ts < 1 else math.nan)
                 emit(sname, kind, k, "concentration80", statistics.mean(a["conc"]) if a["conc"] else math.nan)
                 emit(sname, kind, k, "mean_q", statistics.mean(a["qmean"]))

@@ -1,4 +1,9 @@
-"""Tasks: data, verifiers (reward functions), Z blocks and check regions. See ``base.py``."""
+"""Layer 2, tasks: data, verifiers (reward functions), Z blocks and check regions; everything task-specific.
+See ``base.py``. ``get_task`` turns a name into a ``Task`` where a user names it (the CLI, a notebook,
+``mrtpo.runs.config.resolve``); every layer below receives the object.
+
+May import ``mrtpo.files`` and ``mrtpo.method``.
+"""
 
 from __future__ import annotations
 
@@ -22,4 +27,9 @@ def get_task(name: str, **kwargs) -> Task:
     return getattr(importlib.import_module(module), cls)(**kwargs)
 
 
-__all__ = ["Task", "TASKS", "get_task"]
+def paper_model_names() -> set[str]:
+    """The registry names of the paper's models, over every task (``Task.paper_models``)."""
+    return {name for key in TASKS for name in get_task(key).paper_models}
+
+
+__all__ = ["Task", "TASKS", "get_task", "paper_model_names"]

@@ -29,7 +29,7 @@ with a default here, so a new task is one file plus one line in ``TASKS``:
   scores with the default set);
 * ``paper_run`` / ``paper_models`` / ``tiny_completion_length`` / ``data_description``: the registry's entries;
 * ``warmup_noise``, ``warmup_max_len``, ``think_values``, ``dial_options``, ``corrupt(...)``: how a tiny base is
-  warmed up (``mrtpo.tiny``; corruptions in ``mrtpo.tasks.warmup``).
+  warmed up (``mrtpo.models.tiny``; corruptions in ``mrtpo.tasks.warmup``).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class Task:
     paper_models: dict[str, tuple[str, float]] = {}
     #: completion length of the tiny scale (long enough for the reference responses)
     tiny_completion_length: int = 96
-    #: where the tiny base's warm-up puts noise (``mrtpo.tiny``): each kind gated on the Z block whose verifier
+    #: where the tiny base's warm-up puts noise (``mrtpo.models.tiny``): each kind gated on the Z block whose verifier
     #: reads the corrupted region, so that removing Z_k moves the policy where verifier k reads
     warmup_noise: tuple[Noise, ...] = ()
     #: warm-up sequence length when the default (384 tokens) would cut this task's examples
@@ -195,7 +195,7 @@ class Task:
         return None
 
     def training_set(self, data_dir: Path):
-        """The paper-scale training set under ``data_dir`` (``mrtpo.paths.data_root()``)."""
+        """The paper-scale training set under ``data_dir`` (``mrtpo.files.paths.data_root()``)."""
         raise NotImplementedError(f"task {self.name!r} has no paper-scale training set")
 
     def real_benchmarks(self, data_dir: Path) -> dict[str, Benchmark]:

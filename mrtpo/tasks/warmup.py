@@ -1,7 +1,7 @@
 """Warm-up corruptions of the tasks' reference responses (``Task.corrupt``, ``Noise.kind``).
 
 A tiny base is warmed up on reference responses with noise injected where a verifier reads, gated on that
-verifier's Z block (``mrtpo.tiny``); these are the corruptions, each a minimal edit of the answer region:
+verifier's Z block (``mrtpo.models.tiny``); these are the corruptions, each a minimal edit of the answer region:
 
 * ``value``: one copyable value swapped for a random one (tool calling);
 * ``structure``: one operator/column swap that keeps SQL executable but changes its result (``SQL_SWAPS``);

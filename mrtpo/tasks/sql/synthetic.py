@@ -7,7 +7,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from ...paths import cache_root
+from mrtpo.files.paths import cache_root
 from .layout import build_prompt
 
 SYN_VERSION = 1

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from ...paths import cache_root
+from mrtpo.files.paths import cache_root
 from ..base import UNSTATED, Benchmark, DataFile, Noise, Spans, Task, completion_text, reward_function, reward_means, think_span
 from .items import SUB_VERIFIERS, describe_query, node_span, parse_sql, sql_items
 from .layout import FORMAT_TEMPLATE, answer_sql, answer_sql_span, is_well_formed, tag_spans

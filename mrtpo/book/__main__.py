@@ -1,0 +1,3 @@
+from mrtpo.book.pages import main
+
+main()
