@@ -81,6 +81,23 @@ display(multiplicity.family_view(family).set_index(["task", "comparison"]))
 print(multiplicity.family_sentence(family))
 
 # %% [markdown]
+# ## Can placement help at all? (the positive control)
+#
+# A null for MRTPO − GDPO says nothing about MRTPO unless placing the advantage could help at all. The `region`
+# arm places each reward's advantage on the tokens its verifier reads (its check region), the placement MRTPO's
+# relevance is meant to find, through MRTPO's own weights, bound and scaling; trained from the same base on the same
+# seeds, it bounds what placement buys at this scale. Per task: region − GDPO (paired t over the shared seeds, Holm
+# over the tasks: a family of its own, outside the one above), and the share of that gain MRTPO captures,
+# (MRTPO − GDPO) / (region − GDPO), with a bootstrap interval over the seeds — undefined where region − GDPO is not
+# a gap.
+
+# %% tags=["remove-input"]
+from mrtpo.analysis import positive_control
+
+control = positive_control.positive_control(model=model)
+display(positive_control.view(control).set_index(["task", "question"]))
+
+# %% [markdown]
 # The tiny policies were warmed up to read their Z blocks (see *The embedded tiny policies*), so where the
 # mechanism shows at this scale it is partly designed; where it does not, the paper's models may still
 # behave differently. The chapters below give every number with its seeds and standard errors.

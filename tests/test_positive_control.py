@@ -1,0 +1,63 @@
+"""The positive control's two questions (issue 42): region − GDPO, and the share of it MRTPO captures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mrtpo.analysis import positive_control as pc
+from mrtpo.analysis.significance import holm
+
+
+def test_captured_share_is_the_ratio_of_mean_gains_with_a_seed_bootstrap():
+    share, lo, hi = pc.captured_share(np.array([0.1, 0.2, 0.3]), np.array([0.2, 0.4, 0.6]))
+    assert share == pytest.approx(0.5) and lo == pytest.approx(0.5) and hi == pytest.approx(0.5)  # proportional seeds
+    rng = np.random.default_rng(1)
+    region = 0.2 + 0.05 * rng.standard_normal(8)
+    mrtpo = 0.1 + 0.05 * rng.standard_normal(8)
+    share, lo, hi = pc.captured_share(mrtpo, region)
+    assert share == pytest.approx(mrtpo.mean() / region.mean())
+    assert lo < share < hi and hi - lo > 0.1
+    assert math.isnan(pc.captured_share(np.array([0.1]), np.array([0.2]))[1])  # one seed: no interval
+
+
+def fake_arms(monkeypatch, values: dict[str, dict[str, dict[int, float]]]):
+    """Per task and arm, per-seed values; compare() is the real paired t over them."""
+    from mrtpo.analysis import stats
+
+    monkeypatch.setattr(pc, "finished", lambda task, arm, model: [(task, arm)] if values[task].get(arm) else [])
+    monkeypatch.setattr(pc, "seed_values", lambda runs, metric: values[runs[0][0]][runs[0][1]])
+    monkeypatch.setattr(pc, "answer_metric", lambda task: "answer")
+
+    def compare(a, b, metric):
+        va, vb = values[a[0][0]][a[0][1]], values[b[0][0]][b[0][1]]
+        shared = sorted(set(va) & set(vb))
+        return stats.paired_difference(np.array([va[s] for s in shared]), np.array([vb[s] for s in shared]))
+
+    monkeypatch.setattr(pc, "compare", compare)
+
+
+def test_share_is_defined_only_where_region_beats_gdpo_after_the_correction(monkeypatch):
+    seeds = range(5)
+    values = {
+        # region clearly above GDPO; MRTPO half-way
+        "sql": {"gdpo": {s: 0.30 + 0.01 * s for s in seeds}, "region": {s: 0.50 + 0.01 * s + 0.002 * (s % 2) for s in seeds},
+                "mrtpo": {s: 0.40 + 0.01 * s - 0.002 * (s % 2) for s in seeds}},
+        # region no different from GDPO: the share is undefined, whatever MRTPO does
+        "tool": {"gdpo": {s: 0.30 + 0.02 * (s % 2) for s in seeds}, "region": {s: 0.30 + 0.02 * ((s + 1) % 2) for s in seeds},
+                 "mrtpo": {s: 0.40 for s in seeds}},
+        "if": {"gdpo": {s: 0.3 for s in seeds}, "mrtpo": {s: 0.3 for s in seeds}},  # no region runs
+    }
+    fake_arms(monkeypatch, values)
+    table = pc.positive_control(("sql", "tool", "if"))
+    sql, tool, if_ = (table[table["task"] == t].iloc[0] for t in ("sql", "tool", "if"))
+    assert sql["placement helps"] == "yes: a gap" and sql["region − GDPO"] == pytest.approx(0.2 + 0.0008, abs=1e-3)
+    assert sql["share lo"] <= sql["share"] <= sql["share hi"] and sql["share"] == pytest.approx(0.5, abs=0.02)
+    assert tool["placement helps"] == "not distinguishable at this power" and "undefined" in tool["note"]
+    assert if_["placement helps"] == "no test" and "no finished region runs" in if_["note"]
+    tested = table[table["p"].notna()]
+    assert np.allclose(tested["p (Holm)"], holm(tested["p"].to_numpy()))  # the tasks are one family
+    view = pc.view(table)
+    assert len(view) == 6 and view["answer"].str.contains("undefined|no finished").sum() == 3
