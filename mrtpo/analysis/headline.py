@@ -14,6 +14,12 @@ from mrtpo.analysis.localisation import profile_count, region_table, seeds_local
 from mrtpo.analysis.report import answer_metric, estimate, metrics, paper
 
 
+def with_profiles(loc: pd.DataFrame, measure) -> tuple[float, float, float, str]:
+    """``measure(loc)`` -- (estimate, lo, hi, text) -- where ``loc`` holds two rows of saved profiles or more; NaNs and
+    "no saved profiles" otherwise."""
+    return measure(loc) if len(loc) > 1 else (math.nan, math.nan, math.nan, "no saved profiles")
+
+
 def verdicts(model: str = "tiny", family: pd.DataFrame | None = None) -> pd.DataFrame:
     """The paper's headline claims, each against this repository's finished runs of ``model`` (every seed present;
     nothing is trained here): claim, source (the paper's table or figure), the paper's number, ours with its 95%
@@ -97,15 +103,15 @@ def verdicts(model: str = "tiny", family: pd.DataFrame | None = None) -> pd.Data
     loc = seeds_localisation(runs)
     t4 = paper("table4_localization").set_index("constraint_state")["ratio"]
     groups = t4[t4.index.str.startswith("all ")]
-    if len(loc) > 1:
+
+    def region_ratio(loc):
         r = region_table(loc).iloc[0]
-        ratio, lo, hi = r["ratio"], r["lo"], r["hi"]
-        ours = (f"ratio {interval_text(ratio, lo, hi, 2, sign='')}: {100 * r['shift share']:.1f}% of the shift "
-                f"on {100 * r['token share']:.1f}% of the tokens ({r['profiles']} profiles, seed{'s' * (len(runs) > 1)} "
-                f"{r['seeds']}; interval over {r['interval over']})")
-    else:
-        ratio = lo = hi = math.nan
-        ours = "no saved profiles"
+        return r["ratio"], r["lo"], r["hi"], (
+            f"ratio {interval_text(r['ratio'], r['lo'], r['hi'], 2, sign='')}: {100 * r['shift share']:.1f}% of the shift "
+            f"on {100 * r['token share']:.1f}% of the tokens ({r['profiles']} profiles, seed{'s' * (len(runs) > 1)} "
+            f"{r['seeds']}; interval over {r['interval over']})")
+
+    ratio, lo, hi, ours = with_profiles(loc, region_ratio)
     add("each constraint's shift lands where its checker reads (instruction following)", "Table 4|table4_localization",
         f"ratio {groups.min():g} to {groups.max():g} (all constraints); {t4['end phrase']:g} (end phrase)",
         ours, ratio, lo, hi, 1.0, float(groups.min()))
@@ -114,18 +120,17 @@ def verdicts(model: str = "tiny", family: pd.DataFrame | None = None) -> pd.Data
     f6 = paper("fig6_concentration").set_index("task")
     low, high = f6.at["text-to-SQL", "tokens_for_80pct_low"], f6.at["text-to-SQL", "tokens_for_80pct_high"]
     loc = seeds_localisation(runs).dropna(subset=["concentration80"]) if runs else pd.DataFrame()
-    if len(loc) > 1:
+
+    def concentration(loc):
         conc = loc["concentration80"].to_numpy(float)
-        m = float(conc.mean())
-        seeds = loc["seed"].nunique()
+        m, seeds = float(conc.mean()), loc["seed"].nunique()
         # a seed's profiles come from one run: the interval resamples seeds where there are two
         lo, hi = stats.cluster_bootstrap_interval(lambda i: conc[i].mean(), loc["seed" if seeds > 1 else "profile"].to_numpy())
-        ours = (f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] of the tokens hold 80% of a reward's shift (uniform: "
-                f"80%; {len(conc)} (profile, reward) rows of {profile_count(loc)} profiles, interval over "
-                f"{'seeds' if seeds > 1 else 'profiles of one seed'})")
-    else:
-        m = lo = hi = math.nan
-        ours = "no saved profiles"
+        return m, lo, hi, (f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] of the tokens hold 80% of a reward's shift "
+                           f"(uniform: 80%; {len(conc)} (profile, reward) rows of {profile_count(loc)} profiles, interval "
+                           f"over {'seeds' if seeds > 1 else 'profiles of one seed'})")
+
+    m, lo, hi, ours = with_profiles(loc, concentration)
     add("a reward's shift is concentrated on few tokens (text-to-SQL)", "Figure 6|fig6_concentration",
         f"{low:g}–{high:g}% of the tokens hold 80% of the shift", ours, m, lo, hi, 0.8, (low + high) / 200)
     return pd.DataFrame(rows)
