@@ -340,20 +340,19 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
 
     def _relevance(self, out: dict, need: torch.Tensor, joint: bool) -> torch.Tensor:
         """q of this process's responses (``mrtpo.method.replay.relevance``), with this trainer's tokenisation."""
-        B, T = out["completion_ids"].shape
-        q, forwards = torch.zeros(B, 1 if joint else need.shape[1], T, device=out["completion_ids"].device), 0
+        B = out["completion_ids"].shape[0]
+        sc, blocks = self._scored, [{}] * B  # no blocks: q = 0, but on many processes relevance() joins the others'
         if need.any():  # the Z blocks are built only when some pair is replayed
-            sc = self._scored
             blocks, errors = safe_z_blocks(self.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
             if errors is not None:
                 self._metrics["train"]["mrtpo/z_block_errors"].append(errors)
-            with self.accelerator.autocast():  # the replay's forwards in the training forward's precision (bf16 on GPU)
-                q, forwards = relevance(
-                    self.accelerator.unwrap_model(self.model), lambda prompts: self._tokenize_prompts(prompts)[0],
-                    self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"],
-                    need, self.reward_func_names, joint=joint, temperature=self.temperature,
-                    batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
-                )
+        with self.accelerator.autocast():  # the replay's forwards in the training forward's precision (bf16 on GPU)
+            q, forwards = relevance(
+                self.accelerator.unwrap_model(self.model), lambda prompts: self._tokenize_prompts(prompts)[0],
+                self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"],
+                need, self.reward_func_names, joint=joint, temperature=self.temperature,
+                batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
+            )
         self.replay_forwards += forwards
         self._metrics["train"]["mrtpo/replay_forwards_per_response"].append(forwards / B)
         return q
