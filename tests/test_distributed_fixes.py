@@ -1,7 +1,7 @@
 """Fixes of the multi-process / ZeRO-3 path that a CPU can show (issue 43): the weights hash of bfloat16
-parameters, a checkpoint written by several processes counted as complete, and the replay's forwards in step on
-every process. (The logged concentration's cumsum, moved to the CPU because CUDA's raises under deterministic
-algorithms, only a GPU can show.)"""
+parameters, a checkpoint written by several processes counted as complete, the replay's forwards in step on every
+process, and a non-finite loss on one process skipped by all. (The logged concentration's cumsum, moved to the CPU
+because CUDA's raises under deterministic algorithms, only a GPU can show.)"""
 
 import hashlib
 import os
@@ -62,3 +62,13 @@ def test_replay_makes_the_same_forwards_on_every_process(smoke_policy, tmp_path)
     assert ranks[0] == {"none": 14, "fewer": 14, "trainer": 5}
     assert ranks[1] == ranks[0], f"decoder forwards per rank: {ranks}"
 
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo multi-process check")
+def test_a_nonfinite_loss_on_one_process_is_skipped_by_all(smoke_policy, tmp_path):
+    """Rank 1's loss is NaN at step 1: both processes finish, both log the skip, the weights stay equal."""
+    done = torchrun("distributed_nonfinite.py", smoke_policy[0], tmp_path / "nonfinite", 29564)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"nonfinite.{r}") for r in (0, 1)]
+    assert [r["skipped"] for r in ranks] == [[0.0, 1.0], [0.0, 1.0]]
+    for name, w in ranks[0]["weights"].items():
+        assert torch.isfinite(w).all() and torch.equal(w, ranks[1]["weights"][name]), name

@@ -21,6 +21,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from mrtpo.method.advantages import (DISTILLING, METHODS, READS_ENTROPY, REPLAYING, beta_at, mrtpo_advantages,
                                      placement, replay_needed)
+from mrtpo.method.collective import finite_or_skipped
 from mrtpo.method.distillation import DIVERGENCES, distillation_loss
 from mrtpo.method.gtpo import GTPO_ALPHAS
 from mrtpo.method.regions import region_indicator
@@ -250,16 +251,17 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         return out
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """TRL's loss; a non-finite one (a broken forward: inf/NaN logits) is replaced by a zero with no graph,
-        so that its backward adds nothing and the gradients of earlier micro-batches of the step are kept."""
+        """TRL's loss; a non-finite one (a broken forward: inf/NaN logits) is replaced by a zero, so that its backward
+        adds nothing and the gradients of earlier micro-batches of the step are kept (``collective.finite_or_skipped``:
+        on many processes, all skip this micro-batch together when any has a non-finite loss)."""
         if self.args.advantage in DISTILLING:
             loss = self._distillation_loss(model, inputs)
         else:
             loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             if self.args.opsd and "opsd_teacher_hidden" in inputs:
                 loss = loss + self.args.opsd_coef * self._distillation_loss(model, inputs)
-        self._nonfinite = not torch.isfinite(loss).all()
-        return torch.zeros_like(loss).requires_grad_() if self._nonfinite else loss
+        loss, self._nonfinite = finite_or_skipped(model, loss)
+        return loss
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
