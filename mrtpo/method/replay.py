@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from transformers import DynamicCache
 
+from mrtpo.method.collective import agreed_max
 from mrtpo.method.contexts import append_section, build_contexts
 from mrtpo.method.relevance import js_relevance
 
@@ -64,17 +65,13 @@ def replay_hidden(model, prompt_ids: list[list[int]], completion_ids: list[torch
     """
     device = completion_ids[0].device
     T = max(c.shape[0] for c in completion_ids)
-    shared = min(len(p) for p in prompt_ids) - 1  # every row keeps at least one prompt token of its own
+    shared = shared_prefix(prompt_ids)
     first = prompt_ids[0]
-    for p in prompt_ids[1:]:
-        shared = next((i for i in range(shared) if p[i] != first[i]), shared)
     decoder = model.get_decoder()
     prefix = None
-    if shared > 0 and len(prompt_ids) > 1:
+    if shared > 0:
         prefix = DynamicCache(config=model.config)
         decoder(input_ids=torch.tensor([first[:shared]], device=device), past_key_values=prefix, use_cache=True)
-    else:
-        shared = 0
     rest = [p[shared:] for p in prompt_ids]
     order = sorted(range(len(rest)), key=lambda i: -(len(rest[i]) + completion_ids[i].shape[0]))
     out = None
@@ -99,6 +96,24 @@ def replay_hidden(model, prompt_ids: list[list[int]], completion_ids: list[torch
             n, c = len(rest[i]), completion_ids[i].shape[0]
             out[i, :c] = h[r, n - 1 : n - 1 + c]
     return out
+
+
+def shared_prefix(prompt_ids: list[list[int]]) -> int:
+    """The number of leading tokens every row's prompt shares, which ``replay_hidden`` runs once (0: no prefix
+    forward, as for a single row); every row keeps at least one prompt token of its own."""
+    if len(prompt_ids) < 2:
+        return 0
+    shared = min(len(p) for p in prompt_ids) - 1
+    first = prompt_ids[0]
+    for p in prompt_ids[1:]:
+        shared = next((i for i in range(shared) if p[i] != first[i]), shared)
+    return max(shared, 0)
+
+
+def decoder_calls(prompt_ids: list[list[int]], batch_size: int) -> int:
+    """The number of decoder forwards ``replay_hidden`` makes for these rows: the shared prefix's, then one per
+    ``batch_size`` rows."""
+    return (shared_prefix(prompt_ids) > 0) + -(-len(prompt_ids) // batch_size)
 
 
 def valid_lengths(mask: torch.Tensor) -> list[int]:
@@ -143,6 +158,10 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
     P_none once). ``q_t = sqrt(JS(p_t^all || p_t^cmp) / ln 2)`` at ``temperature``. The rows of one training
     prompt's responses are replayed together (``replay_hidden``: their shared prompt prefix once, the rest packed
     ``batch_size`` rows at a time). Non-finite logits give q = 0 (uniform weights).
+
+    Many processes: every process makes the same number of decoder forwards and the same output-head gather (the
+    most any process needs, ``collective.agreed_max``; a process with fewer rows, or none, adds 1-token dummy
+    forwards), since under ZeRO-3 each of them is a collective. None at all when no process replays anything.
     """
     B, T = completion_ids.shape
     K = need.shape[1]
@@ -159,7 +178,12 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
         ref = len(rows)
         rows.append((ctx.all, j, None, None))  # (prompt, response j, profile index k, row of j's P_all)
         rows += [(ctx.none if joint else ctx.minus[reward_names[k]], j, k, ref) for k in wanted]
-    if not groups:
+    ids = [prompt_ids_of([r[0] for r in rows]) for rows in groups.values()]
+    calls = sum(decoder_calls(i, batch_size) for i in ids)
+    # ZeRO-3: every decoder forward, and the head's gather, is a collective that all processes must join; a process
+    # with fewer rows to replay makes up the difference with dummy forwards (one process: calls itself, no dummy)
+    agreed = agreed_max(calls, completion_ids.device)
+    if agreed == 0:
         return q, 0
     was_training = model.training
     model.eval()
@@ -169,9 +193,8 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
         response = [completion_ids[j, : length[j]] for j in range(B)]  # no trailing padding to replay
         head = model.get_output_embeddings()
         with whole_parameters(head.weight, head.bias):
-            for rows in groups.values():
-                h = replay_hidden(model, prompt_ids_of([r[0] for r in rows]), [response[j] for _, j, _, _ in rows],
-                                  pad_id, batch_size)
+            for rows, prompt_ids in zip(groups.values(), ids):
+                h = replay_hidden(model, prompt_ids, [response[j] for _, j, _, _ in rows], pad_id, batch_size)
                 forwards += len(rows)
                 cmp = [i for i, r in enumerate(rows) if r[2] is not None]
                 js = js_relevance(
@@ -180,6 +203,9 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
                 )
                 for n, i in enumerate(cmp):
                     q[rows[i][1], rows[i][2], : h.shape[1]] = js[n]
+            dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=completion_ids.device)
+            for _ in range(agreed - calls):  # in step with the processes that replay more; the result is unused
+                model.get_decoder()(input_ids=dummy)
         # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
         q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
     finally:

@@ -21,6 +21,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from mrtpo.method.advantages import (DISTILLING, METHODS, READS_ENTROPY, REPLAYING, beta_at, mrtpo_advantages,
                                      placement, replay_needed)
+from mrtpo.method.collective import finite_or_skipped
 from mrtpo.method.distillation import DIVERGENCES, distillation_loss
 from mrtpo.method.gtpo import GTPO_ALPHAS
 from mrtpo.method.regions import region_indicator
@@ -250,16 +251,17 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         return out
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """TRL's loss; a non-finite one (a broken forward: inf/NaN logits) is replaced by a zero with no graph,
-        so that its backward adds nothing and the gradients of earlier micro-batches of the step are kept."""
+        """TRL's loss; a non-finite one (a broken forward: inf/NaN logits) is replaced by a zero, so that its backward
+        adds nothing and the gradients of earlier micro-batches of the step are kept (``collective.finite_or_skipped``:
+        on many processes, all skip this micro-batch together when any has a non-finite loss)."""
         if self.args.advantage in DISTILLING:
             loss = self._distillation_loss(model, inputs)
         else:
             loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             if self.args.opsd and "opsd_teacher_hidden" in inputs:
                 loss = loss + self.args.opsd_coef * self._distillation_loss(model, inputs)
-        self._nonfinite = not torch.isfinite(loss).all()
-        return torch.zeros_like(loss).requires_grad_() if self._nonfinite else loss
+        loss, self._nonfinite = finite_or_skipped(model, loss)
+        return loss
 
     def training_step(self, model, inputs, num_items_in_batch):
         start = time.perf_counter()
@@ -340,20 +342,19 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
 
     def _relevance(self, out: dict, need: torch.Tensor, joint: bool) -> torch.Tensor:
         """q of this process's responses (``mrtpo.method.replay.relevance``), with this trainer's tokenisation."""
-        B, T = out["completion_ids"].shape
-        q, forwards = torch.zeros(B, 1 if joint else need.shape[1], T, device=out["completion_ids"].device), 0
+        B = out["completion_ids"].shape[0]
+        sc, blocks = self._scored, [{}] * B  # no blocks: q = 0, but on many processes relevance() joins the others'
         if need.any():  # the Z blocks are built only when some pair is replayed
-            sc = self._scored
             blocks, errors = safe_z_blocks(self.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
             if errors is not None:
                 self._metrics["train"]["mrtpo/z_block_errors"].append(errors)
-            with self.accelerator.autocast():  # the replay's forwards in the training forward's precision (bf16 on GPU)
-                q, forwards = relevance(
-                    self.accelerator.unwrap_model(self.model), lambda prompts: self._tokenize_prompts(prompts)[0],
-                    self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"],
-                    need, self.reward_func_names, joint=joint, temperature=self.temperature,
-                    batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
-                )
+        with self.accelerator.autocast():  # the replay's forwards in the training forward's precision (bf16 on GPU)
+            q, forwards = relevance(
+                self.accelerator.unwrap_model(self.model), lambda prompts: self._tokenize_prompts(prompts)[0],
+                self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"],
+                need, self.reward_func_names, joint=joint, temperature=self.temperature,
+                batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
+            )
         self.replay_forwards += forwards
         self._metrics["train"]["mrtpo/replay_forwards_per_response"].append(forwards / B)
         return q
