@@ -156,22 +156,21 @@ def test_profiles_are_saved(smoke_policy, tmp_path):
     assert all(0 <= v <= 1 for v in rows[0]["q"]["parity"])
 
 
-def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_path):
-    """The entropy arm's token advantages are MRTPO's composition with w = (1 - beta) + beta h / hbar, h the
-    entropy of each sampled token's distribution, recomputed here by a forward over prompt + completion."""
-    from mrtpo.method.advantages import entropy_weights, gdpo_advantages, token_advantages
-    from mrtpo.method.relevance import token_entropy
-
+def trained_with_generation_entropy(smoke_policy, tmp_path, method: str, **settings):
+    """One training step of an arm that reads the sampling entropy, on a sharpened smoke policy (the random one's
+    entropy is nearly ln V everywhere): the advantages the trainer computed, the step's rewards, and the entropy of
+    each sampled token's distribution and the completion mask, recomputed here by a forward of the sampling policy."""
     from transformers import AutoModelForCausalLM
+
+    from mrtpo.method.relevance import token_entropy
 
     path, tok = smoke_policy
     sharp = AutoModelForCausalLM.from_pretrained(path)
-    with torch.no_grad():  # sharper logits: the random smoke policy's entropy is nearly ln V everywhere
+    with torch.no_grad():
         sharp.model.norm.weight.mul_(8.0)
     sharp.save_pretrained(tmp_path / "sharp")
     tok.save_pretrained(tmp_path / "sharp")
-    policy = (str(tmp_path / "sharp"), tok)
-    trainer = make_trainer(policy, tmp_path, "entropy", steps=1)
+    trainer = make_trainer((str(tmp_path / "sharp"), tok), tmp_path, method, steps=1, **settings)
     seen = {}
     original = trainer._advantages
 
@@ -181,18 +180,27 @@ def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_pa
 
     trainer._advantages = spy
     trainer.train()
-    out, rewards = seen["out"], trainer._scored[4]
+    out = seen["out"]
     ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
     attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
     P, T = out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
     mask = out["completion_mask"].float()
     with torch.no_grad():  # the weights have since been updated once: reload the sampling policy from disk
-        sampler = AutoModelForCausalLM.from_pretrained(policy[0]).eval()
+        sampler = AutoModelForCausalLM.from_pretrained(tmp_path / "sharp").eval()
         h = token_entropy(sampler(input_ids=ids, attention_mask=attention).logits[:, P - 1 : P + T - 1], mask)
+    return seen["adv"], trainer._scored[4], h, mask
+
+
+def test_entropy_arm_places_advantage_by_generation_entropy(smoke_policy, tmp_path):
+    """The entropy arm's token advantages are MRTPO's composition with w = (1 - beta) + beta h / hbar, h the
+    entropy of each sampled token's distribution, recomputed here by a forward over prompt + completion."""
+    from mrtpo.method.advantages import entropy_weights, gdpo_advantages, token_advantages
+
+    adv, rewards, h, mask = trained_with_generation_entropy(smoke_policy, tmp_path, "entropy")
     A_k, _ = gdpo_advantages(rewards, 4)
     expected, _ = token_advantages(A_k, entropy_weights(h, mask, 0.5), mask)
-    assert torch.allclose(seen["adv"], expected, atol=1e-4)
-    assert not torch.allclose(seen["adv"], seen["adv"][:, :1] * mask, atol=1e-3)  # not the response-level GDPO
+    assert torch.allclose(adv, expected, atol=1e-4)
+    assert not torch.allclose(adv, adv[:, :1] * mask, atol=1e-3)  # not the response-level GDPO
 
 
 def test_gtpo_arm_shapes_gdpo_by_generation_entropy(smoke_policy, tmp_path):
@@ -200,39 +208,13 @@ def test_gtpo_arm_shapes_gdpo_by_generation_entropy(smoke_policy, tmp_path):
     alphas) with the entropy of each sampled token's distribution, recomputed here by a forward."""
     from mrtpo.method.advantages import gdpo_advantages, summed_advantage
     from mrtpo.method.gtpo import gtpo_advantages
-    from mrtpo.method.relevance import token_entropy
 
-    from transformers import AutoModelForCausalLM
-
-    path, tok = smoke_policy
-    sharp = AutoModelForCausalLM.from_pretrained(path)
-    with torch.no_grad():  # sharper logits, as in the entropy arm's test
-        sharp.model.norm.weight.mul_(8.0)
-    sharp.save_pretrained(tmp_path / "sharp")
-    tok.save_pretrained(tmp_path / "sharp")
-    policy = (str(tmp_path / "sharp"), tok)
-    trainer = make_trainer(policy, tmp_path, "gtpo", steps=1, gtpo_alpha1=1.0, gtpo_alpha2=0.5)
-    seen = {}
-    original = trainer._advantages
-
-    def spy(out):
-        seen["adv"], seen["out"] = original(out), out
-        return seen["adv"]
-
-    trainer._advantages = spy
-    trainer.train()
-    out, rewards = seen["out"], trainer._scored[4]
-    ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
-    attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
-    P, T = out["prompt_ids"].shape[1], out["completion_ids"].shape[1]
-    mask = out["completion_mask"].float()
-    with torch.no_grad():
-        sampler = AutoModelForCausalLM.from_pretrained(policy[0]).eval()
-        h = token_entropy(sampler(input_ids=ids, attention_mask=attention).logits[:, P - 1 : P + T - 1], mask)
+    adv, rewards, h, mask = trained_with_generation_entropy(smoke_policy, tmp_path, "gtpo", gtpo_alpha1=1.0,
+                                                            gtpo_alpha2=0.5)
     A_k, A = gdpo_advantages(rewards, 4)
     expected = gtpo_advantages(A, h, mask, 4, 1.0, 0.5, outcome=summed_advantage(A_k))
-    assert torch.allclose(seen["adv"], expected, atol=1e-4)
-    assert not torch.allclose(seen["adv"], A.unsqueeze(1) * mask, atol=1e-3)  # not the response-level GDPO
+    assert torch.allclose(adv, expected, atol=1e-4)
+    assert not torch.allclose(adv, A.unsqueeze(1) * mask, atol=1e-3)  # not the response-level GDPO
 
 
 def test_bad_config_fails_early():
