@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mrtpo.analysis.claims import LONG_STEPS
 from mrtpo.analysis.dose_response import MIN_SHARED_SEEDS
 from mrtpo.analysis.evidence import BETAS
+from mrtpo.analysis.positive_control import BLEND_SETTINGS
 from mrtpo.models import model_spec
 from mrtpo.models.recipe import DIAL_SETTINGS
 from mrtpo.tasks import get_task
@@ -54,6 +55,9 @@ DOSE_TASKS = ("sql", "if")
 #: it the page states the difference the seeds present can detect
 POWERED = ("mrtpo", "gdpo")
 MAX_POWERED_SEEDS = 16
+#: the positive control (issue 42): the region arm with GDPO and MRTPO on shared seeds on every task, and the
+#: placement dial (MRTPO's relevance blended with the check region) on the dose-response tasks
+CONTROL_SEEDS, BLEND_SEEDS = 5, 3
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ class Planned:
             args.append(f"--rewards {self.overrides['rewards']}")
         if "dial" in self.overrides:
             args.append(f"--dial {self.overrides['dial']:g}")
+        if "region_blend" in self.overrides:
+            args.append(f"--set region_blend={self.overrides['region_blend']:g}")
         return " ".join(args)
 
 
@@ -91,9 +97,10 @@ def powered_seeds(model: str = "tiny", delta: float = 0.05, power: float = 0.8, 
     return {row.task: min(cap, int(row[f"seeds for {delta:g} at {power:.0%} power"])) for _, row in rows.iterrows()}
 
 
-def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]:
+def grid(seeds: int = 3, powered: dict[str, int] | None = None, section: str | None = None) -> list[Planned]:
     """The issue-19 grid in priority order (duplicates dropped: a run serves the first section that needs it);
-    ``powered``: seeds per arm of :data:`POWERED` per task (:func:`powered_seeds`), planned after the main tables."""
+    ``powered``: seeds per arm of :data:`POWERED` per task (:func:`powered_seeds`), planned after the main tables;
+    ``section``: only the runs that section needs (also those an earlier section plans)."""
     def n(task: str) -> range:
         return range(max(seeds, TASK_SEEDS.get(task, 0)))
 
@@ -120,6 +127,16 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None) -> list[Planned]
     for task in TASKS:
         betas = [b for b in BETAS if b != model_spec(get_task(task)).mrtpo_beta]  # the main MRTPO run is the sweep's default beta
         plan += [Planned("beta sweep", task, "mrtpo", s, overrides={"mrtpo_beta": b}) for s in n(task) for b in betas]
+    for task in TASKS:  # the three arms of a seed together, so that a stopped grid leaves paired runs; then the dial
+        plan += [Planned("positive control", task, m, s) for s in range(max(CONTROL_SEEDS, len(n(task))))
+                 for m in ("region", "gdpo", "mrtpo")]
+        if task in DOSE_TASKS:
+            plan += [Planned("positive control", task, "mrtpo", s, overrides={"region_blend": lam})
+                     for s in range(BLEND_SEEDS) for lam in BLEND_SETTINGS]
+    if section is not None:
+        if section not in {p.section for p in plan}:
+            raise SystemExit(f"no section {section!r}; sections: {', '.join(dict.fromkeys(p.section for p in plan))}")
+        plan = [p for p in plan if p.section == section]
     seen, out = set(), []
     for p in plan:
         key = p.cli()
@@ -171,11 +188,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per arm (instruction following: at least 5)")
     parser.add_argument("--no-powered", action="store_true", help="leave out the powered section (the seeds MRTPO − GDPO needs)")
+    parser.add_argument("--section", help="only this section of the grid (e.g. 'positive control')")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--dry-run", action="store_true", help="print the plan and its estimated compute")
     what.add_argument("--missing", action="store_true", help="print the missing runs' `mrtpo train` arguments")
     args = parser.parse_args(argv)
-    plan = grid(args.seeds, None if args.no_powered else powered_seeds())
+    plan = grid(args.seeds, None if args.no_powered else powered_seeds(), args.section)
     rows = status(plan)
     if args.missing:
         print("\n".join(r["run"] for r in rows if not r["done"]))

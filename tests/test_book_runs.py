@@ -7,7 +7,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from mrtpo.cli import build_parser
+import pytest
+
+from mrtpo.cli import _overrides, build_parser
 from mrtpo.runs.config import resolve
 from mrtpo.models.recipe import DIAL_SETTINGS
 
@@ -21,7 +23,7 @@ spec.loader.exec_module(book_runs)
 def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     plan = book_runs.grid(seeds=3)
     sections = list(dict.fromkeys(p.section for p in plan))
-    assert sections == ["power", "main tables", "convergence", "dose-response", "ablation", "beta sweep"]
+    assert sections == ["power", "main tables", "convergence", "dose-response", "ablation", "beta sweep", "positive control"]
     assert [p.section for p in plan] == sorted((p.section for p in plan), key=sections.index)  # no section interleaved
     assert len({p.cli() for p in plan}) == len(plan)
     # power first: GDPO at 5 seeds on every task
@@ -32,8 +34,10 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
         if p.steps is None:
             seeds[(p.task, p.method, tuple(sorted(p.overrides.items())))].add(p.seed)
     for (task, method, overrides), found in seeds.items():
-        dose = "dial" in dict(overrides)  # the dose-response grid: the seeds asked for, on every task (issue 19: >= 3)
-        expected = set(range(5)) if not dose and (task == "if" or (method == "gdpo" and not overrides)) else set(range(3))
+        dose = "dial" in dict(overrides) or "region_blend" in dict(overrides)  # the seeds asked for (>= 3)
+        # the positive control: region, GDPO and MRTPO at 5 seeds on every task (issue 42)
+        control = method in ("gdpo", "mrtpo", "region") and not overrides
+        expected = set(range(5)) if not dose and (task == "if" or control) else set(range(3))
         assert found == expected, (task, method, found)
     # a run serves the first section that needs it: GDPO's main-table seeds are the power section's
     assert {p.method for p in plan if p.section == "main tables"} == {"mrtpo", "grpo", "opsd", "entropy"}
@@ -84,8 +88,7 @@ def test_every_planned_run_is_a_valid_mrtpo_train_command():
     for p in book_runs.grid(seeds=3):
         args = parser.parse_args(["train", *shlex.split(p.cli())])
         assert (args.task, args.method, args.seed, args.model) == (p.task, p.method, p.seed, "tiny")
-        overrides = {k: v for k, v in {"mrtpo_beta": args.mrtpo_beta, "rewards": args.rewards, "dial": args.dial}.items()
-                     if v is not None}
+        overrides = _overrides(args)  # what `mrtpo train` passes on: --mrtpo-beta, --rewards, --dial, --set
         assert overrides == p.overrides
         resolve(p.task, p.method, "tiny", p.seed, args.steps, **overrides)  # raises on an invalid combination
 
@@ -99,7 +102,7 @@ def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_pa
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
     plan = [book_runs.Planned("dose-response", "sql", m, 0, overrides={"dial": d}) for d in (0.0, 0.2) for m in ("gdpo", "mrtpo")]
-    monkeypatch.setattr(book_runs, "grid", lambda seeds, powered: plan)
+    monkeypatch.setattr(book_runs, "grid", lambda seeds, powered, section=None: plan)
     book_runs.main(["--dry-run"])
     assert "dial bases neither built nor shipped" not in capsys.readouterr().out  # bases/ ships sql dial 0 and 0.2
     monkeypatch.setattr(mrtpo.models.tiny, "shipped_base", lambda name: None)
@@ -109,3 +112,18 @@ def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_pa
     assert re.search(r"dose-response\s+4 runs\s+0.0 h \+ 4 runs without an estimate\n", out)
     assert "dial bases neither built nor shipped (built by their first run, not in the estimates): sql dial 0, sql dial 0.2" in out
     assert "no estimate for:" in out and "needs the testbed's dial" not in out
+
+
+def test_positive_control_section_pairs_its_arms_and_asks_for_runs_other_sections_plan():
+    plan = book_runs.grid(seeds=3)
+    control = [p for p in plan if p.section == "positive control"]
+    assert {(p.task, p.method) for p in control if p.method == "region"} == {(t, "region") for t in ("sql", "tool", "if")}
+    blend = {(p.task, p.overrides["region_blend"], p.seed) for p in control if "region_blend" in p.overrides}
+    assert blend == {(t, lam, s) for t in ("sql", "if") for lam in (0.25, 0.5, 0.75) for s in range(3)}
+    assert all(p.cli().endswith(f"--set region_blend={p.overrides['region_blend']:g}") for p in control if p.overrides)
+    # alone, the section also lists the GDPO and MRTPO seeds an earlier section plans: a stopped queue stays paired
+    alone = book_runs.grid(seeds=3, section="positive control")
+    assert {(p.task, p.method, p.seed) for p in alone if not p.overrides} == {
+        (t, m, s) for t in ("sql", "tool", "if") for m in ("region", "gdpo", "mrtpo") for s in range(5)}
+    with pytest.raises(SystemExit, match="no section 'nope'"):
+        book_runs.grid(seeds=3, section="nope")

@@ -61,3 +61,23 @@ def test_share_is_defined_only_where_region_beats_gdpo_after_the_correction(monk
     assert np.allclose(tested["p (Holm)"], holm(tested["p"].to_numpy()))  # the tasks are one family
     view = pc.view(table)
     assert len(view) == 6 and view["answer"].str.contains("undefined|no finished").sum() == 3
+
+
+def test_placement_dial_reads_each_setting_from_its_own_arm_at_one_base():
+    """On the committed text-to-SQL runs: the dial's ends are the mrtpo and region arms, whose gains over GDPO are the
+    positive control's; the ratio is measured where each arm measures it; the base is the same at every setting."""
+    from mrtpo.analysis.evidence import finished
+
+    result = pc.placement_dial("sql")
+    t = result.table.set_index("setting")
+    assert list(t.index) == [0.0, 0.25, 0.5, 0.75, 1.0]
+    region = finished("sql", "region")
+    assert region, "the committed text-to-SQL region runs"
+    assert t.at[1.0, "ratio measured on"] == "logged in training"
+    assert t.at[1.0, "ratio"] == pytest.approx(np.mean([r.metrics["mrtpo/region_ratio"].mean() for r in region]))
+    assert t.at[0.0, "ratio measured on"] == "saved profiles" and 1.0 < t.at[0.0, "ratio"] < t.at[1.0, "ratio"]
+    control = pc.positive_control(("sql",)).iloc[0]
+    assert t.at[1.0, "gain"] == pytest.approx(control["region − GDPO"])
+    assert t["base reward"].isna().all() and "base" not in result.verdict  # no dial base: nothing confounds the dose
+    blended = finished("sql", "mrtpo", region_blend=0.25)
+    assert t.at[0.25, "placed seeds"] == (", ".join(str(r.seed) for r in blended) or "none")

@@ -344,12 +344,18 @@ def _labels_apart(ax, points, texts, fontsize: int = 8) -> None:
         placed.append(box)
 
 
-def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = None, metrics: dict[str, str] | None = None):
+#: a dose-response figure's point label, x axis and gain: the testbed's dial (a base per setting), the placement dial
+DOSE_LABELS = {"dial": ("dial {s:g}\nconc. {c:.1f}x", "check-region ratio of the dial base (measured)", "MRTPO − GDPO"),
+               "blend": ("λ {s:g}", "check-region ratio of the placement (measured in training)", "placed − GDPO")}
+
+
+def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = None, metrics: dict[str, str] | None = None,
+                  kind: str = "dial"):
     """Does localisation buy gain: one panel per task of a ``dose_response.DoseResponse.table`` (tables of several
-    tasks concatenated), MRTPO − GDPO (its 95% paired interval as error bars) against the setting's measured
-    check-region ratio, each point labelled with its setting and concentration; a setting without runs is a dotted
-    vertical line at its ratio; the least-squares line where ``slopes[task]`` has one (its "ratio" row).
-    ``metrics``: task -> the held-out metric of the gains, named in the panel's title."""
+    tasks concatenated), the gain (95% paired interval as error bars) against the measured check-region ratio, each
+    point labelled (``kind``: "dial" or "blend", :data:`DOSE_LABELS`); a setting without runs a dotted line at its
+    ratio; the least-squares line where ``slopes[task]`` has one. ``metrics``: task -> the gains' metric (title)."""
+    (point, xlabel, gain), name = DOSE_LABELS[kind], DOSE_LABELS[kind][0].split(" ")[0]
     tasks = list(dict.fromkeys(table["task"])) if len(table) else []
     if not tasks:
         return empty("no dial settings measured and no dial runs")
@@ -361,18 +367,17 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
         unplaced = table[(table["task"] == task) & table["ratio"].isna()]
         if len(unplaced):  # a setting whose base has no measured ratio has no place on this axis
             ax.text(*((0.5, 0.65) if t.empty else (0.02, 0.02)),
-                    f"no measured ratio for dial {', '.join(f'{d:g}' for d in unplaced['setting'])}",
+                    f"no measured ratio for {name} {', '.join(f'{d:g}' for d in unplaced['setting'])}",
                     transform=ax.transAxes, fontsize=10 if t.empty else 8, color="grey", ha="center" if t.empty else "left")
         if len(ran):
             ax.errorbar(ran["ratio"], ran["gain"], yerr=[(ran["gain"] - ran["lo"]).fillna(0), (ran["hi"] - ran["gain"]).fillna(0)],
-                        fmt="o", capsize=4, color="C0", label="MRTPO − GDPO (95% interval)")
+                        fmt="o", capsize=4, color="C0", label=f"{gain} (95% interval)")
             labels[ax] = (list(zip(ran["ratio"], ran["gain"])),
-                          [f"dial {r.setting:g}\nconc. {r.concentration_x:.1f}x" for r in ran.itertuples()])
+                          [point.format(s=r.setting, c=r.concentration_x) for r in ran.itertuples()])
         for i, r in enumerate(t[t["gain"].isna()].to_dict("records")):
             ax.axvline(r["ratio"], color="grey", ls=":", lw=1)
-            # what the setting lacks ("no runs", "one arm only"), written up from the panel's foot (x in data, y in
-            # axes units: never into the title), on alternate sides of its line (close ratios stay legible)
-            ax.annotate(f"dial {r['setting']:g}: {r['interval over']}", (r["ratio"], 0.02),
+            # what the setting lacks, up from the panel's foot (never into the title), sides alternating (legible)
+            ax.annotate(f"{name} {r['setting']:g}: {r['interval over']}", (r["ratio"], 0.02),
                         xycoords=ax.get_xaxis_transform(), textcoords="offset points", xytext=(3, 0) if i % 2 == 0 else (-3, 0),
                         ha="left" if i % 2 == 0 else "right", va="bottom", rotation=90, fontsize=8, color="grey")
         fit = None if slopes is None or task not in slopes else slopes[task].set_index("against").loc["ratio"]
@@ -384,8 +389,8 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
         ax.axvline(1, color="black", lw=0.8, ls="--", label="ratio 1: no better than uniform")
         if ran.empty:  # nothing to scale the gains by: a window around 0 that leaves the labels readable
             ax.set_ylim(-0.1, 0.1)
-        ax.set_xlabel("check-region ratio of the dial base (measured)")
-        ax.set_ylabel("MRTPO − GDPO (held-out, temperature 1)")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{gain} (held-out, temperature 1)")
         ax.set_title(f"{task}: {(metrics or {}).get(task, 'answer metric')}")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")

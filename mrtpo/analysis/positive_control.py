@@ -24,7 +24,10 @@ import pandas as pd
 from mrtpo.analysis import significance
 from mrtpo.analysis.evidence import compare, finished, interval_text, seed_values, seeds_text
 from mrtpo.analysis.report import answer_metric
+from mrtpo.runs.results import Run
 
+#: the placement dial's settings between MRTPO's relevance (0) and the check region (1): ``MRTPOConfig.region_blend``
+BLEND_SETTINGS = (0.25, 0.5, 0.75)
 #: bootstrap draws of the share's interval, and their seed (the same draws on every build)
 N_BOOT, BOOT_SEED = 4000, 0
 
@@ -95,3 +98,56 @@ def view(table: pd.DataFrame) -> pd.DataFrame:
         out.append({"task": r["task"], "question": "share of the achievable gain MRTPO captures, "
                     "(MRTPO − GDPO) / (region − GDPO)", "answer": share, "verdict": ""})
     return pd.DataFrame(out)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the placement dial: gain against placement quality at one base
+
+#: the dial's settings with its two ends: MRTPO's relevance (0, the mrtpo arm) and the check region (1, the region arm)
+DIAL = (0.0, *BLEND_SETTINGS, 1.0)
+
+
+def blend_runs(task: str, model: str = "tiny") -> dict[float, dict[str, list[Run]]]:
+    """{lambda: {"placed": the finished runs placed at lambda, "gdpo": GDPO's}} for every setting of :data:`DIAL`:
+    ``mrtpo`` at lambda 0, ``mrtpo`` with ``region_blend=lambda`` between, ``region`` at 1; never trains."""
+    gdpo = finished(task, "gdpo", model)
+    placed = {lam: (finished(task, "mrtpo", model) if lam == 0 else finished(task, "region", model) if lam == 1
+                    else finished(task, "mrtpo", model, region_blend=lam)) for lam in DIAL}
+    return {lam: {"placed": runs, "gdpo": gdpo} for lam, runs in placed.items()}
+
+
+def placement_ratio(runs: list[Run], lam: float) -> tuple[float, str]:
+    """(the check-region ratio of the placement at ``lam``, where it was measured). Above 0 the trainer logs the
+    ratio of the weights' placement on every step (``mrtpo/region_ratio``: pooled over the rewards, over the pairs
+    whose advantage varies): the mean over steps, then over seeds. At 0 (MRTPO, which reads no region while
+    training) the ratio of the shift in its saved profiles, pooled over seeds (``localisation.region_table``)."""
+    if not runs:
+        return math.nan, "no runs"
+    if lam > 0:
+        per_seed = [float(r.metrics["mrtpo/region_ratio"].mean()) for r in runs if "mrtpo/region_ratio" in r.metrics]
+        return (float(np.mean(per_seed)), "logged in training") if per_seed else (math.nan, "not logged")
+    from mrtpo.analysis.localisation import region_table, seeds_localisation
+
+    return float(region_table(seeds_localisation(runs))["ratio"].iloc[0]), "saved profiles"
+
+
+def placement_dial(task: str, model: str = "tiny"):
+    """The placement dial of ``task`` as a ``dose_response.DoseResponse``: per setting, placed − GDPO on the answer
+    metric (paired t interval over the shared seeds, bootstrap replicates) against the placement's measured
+    check-region ratio (:func:`placement_ratio`), the least-squares slope of gain on ratio with its interval and
+    the verdict; every setting starts from the same base, so unlike the testbed's dial the slope is not confounded
+    by the base's quality. Reads finished runs only."""
+    from mrtpo.analysis.dose_response import dose_response
+
+    metric = answer_metric(task)
+    runs = blend_runs(task, model)
+    gains, loc = {}, []
+    for lam, arms in runs.items():
+        if arms["placed"] and arms["gdpo"]:
+            gains[lam] = compare(arms["placed"], arms["gdpo"], metric, replicates=True)
+        ratio, where = placement_ratio(arms["placed"], lam)
+        loc.append({"task": task, "setting": lam, "ratio": ratio, "measured": where, "concentration80": math.nan,
+                    "concentration_x": math.nan})
+    result = dose_response(task, gains, pd.DataFrame(loc), treated="placed", settings=DIAL)
+    measured = pd.DataFrame(loc).set_index("setting")["measured"]
+    return result._replace(table=result.table.assign(**{"ratio measured on": result.table["setting"].map(measured)}))
