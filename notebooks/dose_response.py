@@ -18,7 +18,11 @@
 #
 # MRTPO's premise is that leaving verifier k's information out of the prompt moves the policy mainly where
 # verifier k reads, so that reward k's advantage can be put on those tokens. The paper could only measure that
-# localisation on its models; it could not vary it. The tiny testbed can: its **dial** (`recipe.dial_recipe`)
+# localisation on its models; it could not vary it. This page varies it twice. First, **the placement dial at one
+# base**: the advantage is placed by q_λ = (1 − λ) q/q̄ + λ m/m̄, from MRTPO's relevance q (λ = 0) to the indicator
+# m of the tokens the verifier reads (λ = 1, the positive control's `region` arm), everything else fixed
+# (`MRTPOConfig.region_blend`), so that the gain is set against placement quality alone. Second, the testbed's
+# dial, which varies the base and with it the base's quality. Its **dial** (`recipe.dial_recipe`)
 # builds one base per setting, the rate at which the warm-up corrupts region k when block k is absent, with
 # everything else fixed, so that the measured check-region ratio moves from about 1 (no mechanism) upwards.
 #
@@ -32,8 +36,8 @@
 # base worse at what that region holds, so the base's own reward falls as the dose rises (the table's "base
 # reward": the first batch of every run at the setting, sampled before any update). The gain at each setting is
 # measured from a base of a different quality, and the slope cannot isolate the placement of the advantage from
-# it. This page trains nothing: the runs come from `benchmarks/book_runs.sh` (section
-# "dose-response"), and the runs still missing are listed at the end.
+# it. This page trains nothing: the runs come from `benchmarks/book_runs.sh` (sections "positive control" and
+# "dose-response"), and the testbed dial's runs still missing are listed at the end.
 
 # %% tags=["parameters"]
 model = "tiny"  # whose runs the page reads (the dial bases are tiny bases); nothing is trained on this page
@@ -45,14 +49,42 @@ steps = None  # None: the registry's steps
 import pandas as pd
 from IPython.display import Markdown
 
-from mrtpo.analysis import dose_response, evidence, plots, report
+from mrtpo.analysis import dose_response, evidence, plots, positive_control, report
 from mrtpo.models.recipe import DIAL_SETTINGS
 
 _, dial = report.tiny_models()  # the dial rows of results/tiny_models.csv
 localisation = dose_response.setting_localisation(dial)
 
 # %% [markdown]
-# ## The dial's measured localisation
+# ## Gain against placement quality at a fixed base
+#
+# Per setting λ of the placement dial, on the default base of each task: the placed arm − GDPO on the held-out
+# answer metric, with its 95% paired t interval over the seeds both share, against the check-region ratio of the
+# placement the weights used (PAPER.md §7; for λ > 0 the trainer logs it every step, over the pairs whose advantage
+# varies; MRTPO at λ = 0 reads no region while training, so its ratio is that of the shift in its saved profiles).
+# The line is the least-squares slope over the settings with at least two shared seeds. Every setting starts from
+# the same base and samples the same first batch for a seed, so, unlike the testbed's dial below, nothing but the
+# placement moves along this axis. The runs come from `benchmarks/book_runs.sh --section 'positive control'`.
+
+# %%
+placed = {task: positive_control.placement_dial(task, model) for task in tasks}
+fig = plots.dose_response(pd.concat([r.table for r in placed.values()], ignore_index=True),
+                          {t: r.slopes for t, r in placed.items()}, {t: report.answer_metric(t) for t in tasks}, kind="blend")
+plots.save(fig, f"placement_dial_{model}")
+
+# %%
+for task, result in placed.items():
+    t = result.table
+    view = t[["setting", "ratio", "ratio measured on", "placed seeds", "gdpo seeds", "interval over"]].copy()
+    view.insert(2, "placed − GDPO (95% interval)", [evidence.interval_text(g, lo, hi) for g, lo, hi in zip(t["gain"], t["lo"], t["hi"])])
+    display(Markdown(f"### {task}\n\n{result.verdict}"))
+    display(view.rename(columns={"setting": "λ", "ratio": "check-region ratio"}).set_index("λ").round(3))
+
+# %% [markdown]
+# ## The testbed's dial: a base per setting
+
+# %% [markdown]
+# ### The dial's measured localisation
 #
 # Per setting of each task's dial, as `benchmarks/tiny_models.py --dial` measured it on the dial base (sampled
 # held-out responses at temperature 1, replayed leave-one-out): the check-region ratio (1 = no better than
@@ -72,7 +104,7 @@ for task in tasks:
                              "concentration80": "tokens holding 80%", "concentration_x": "concentration (x)"}))
 
 # %% [markdown]
-# ## Gain against localisation
+# ### Gain against localisation
 #
 # Each point is one dial setting: MRTPO − GDPO with its 95% paired interval, at the setting's measured ratio,
 # labelled with its concentration. A dotted line marks a setting whose runs do not exist yet. The line is the
@@ -93,7 +125,7 @@ fig = plots.dose_response(table, {t: r.slopes for t, r in results.items()},
 plots.save(fig, f"dose_response_{model}")
 
 # %% [markdown]
-# ## Verdicts
+# ### Verdicts
 #
 # Per task: the gains per setting (a gain only when its interval excludes 0), the slope of the gain on the ratio
 # and on the concentration, and the verdict. "Rule of thumb" is the reader's rule behind `mrtpo diagnose`: below 3x
@@ -115,7 +147,7 @@ for task, result in results.items():
     display(slopes[["against", "slope (95% interval)", "points", "settings"]].set_index("against"))
 
 # %% [markdown]
-# ## Runs still missing
+# ### Runs still missing
 #
 # The design is GDPO and MRTPO at every setting with the seeds above. A setting without runs, or with fewer than
 # two shared seeds, cannot enter the verdict; `benchmarks/book_runs.sh` trains the missing runs in the order of
