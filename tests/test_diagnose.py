@@ -104,6 +104,9 @@ def test_diagnose_figures_use_the_pooled_check_region_ratio():
         def check_regions(self, text, row):
             return {"a": [(0, 1)]}  # the first token
 
+        def reward_label(self, name, example):
+            return name
+
     texts = ["xxxx", "yyy"]
     ids = torch.tensor([[ord("x")] * 4, [ord("y")] * 3 + [0]])
     mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 1, 0]])
@@ -114,6 +117,13 @@ def test_diagnose_figures_use_the_pooled_check_region_ratio():
     assert out["rewards"]["a"]["check_region_ratio"] == pytest.approx(pooled)
     assert out["overall"]["check_region_ratio"] == pytest.approx(pooled)
     assert pooled != pytest.approx(((1 / 2) / (1 / 4) + 0.0) / 2)  # the mean of per-response ratios: 1.0
+    # the per-response rows the diagnosis keeps give the same pooled ratio (Table 4's rows are computed from them)
+    from mrtpo.analysis.diagnose import response_localisation
+    from mrtpo.analysis.localisation import region_table
+
+    loc = response_localisation(OneReward(), [{}, {}], texts, [[ord("x")] * 4, [ord("y")] * 3], torch.tensor([[0.0], [1.0]]),
+                                q, torch.zeros(2, 4), torch.ones(2, 1, dtype=torch.bool), ["a"], Chars())
+    assert list(loc["tokens_total"]) == [4, 3] and region_table(loc)["ratio"].iloc[0] == pytest.approx(pooled)
 
 
 def test_verdict_applies_the_readers_rule_and_names_specificity():
@@ -140,6 +150,16 @@ def test_cli_diagnose_writes_json_and_a_verdict(tmp_path, capsys):
     for r in d["rewards"].values():
         assert 0 <= r["replay_rate"] <= 1
     assert d["overall"]["entropy_mean"] > 0 and len(d["overall"]["s"]) == 0  # 16 samples: less than one step's batch
+    # the per-response localisation beside it (no response replayed at 16 samples of the smoke policy: no rows),
+    # read back with the diagnosis
+    from mrtpo.analysis.diagnose import read_diagnosis
+
+    assert read_diagnosis("sql", "smoke", folder=tmp_path) is None  # no such file: "d.json" was written
+    out.rename(tmp_path / "sql-smoke.json")
+    (tmp_path / "d.localisation.csv").rename(tmp_path / "sql-smoke.localisation.csv")
+    again, loc = read_diagnosis("sql", "smoke", folder=tmp_path)
+    assert again == d and {"profile", "reward", "label", "reward_value", "shift_inside"} <= set(loc.columns)
+    assert len(loc) == sum(r["profiles"] for r in d["rewards"].values() if r["check_region_ratio"] is not None)
     with pytest.raises(SystemExit, match="unknown task"):
         main(["diagnose", "--task", "nope", "--samples", "16"])
 

@@ -225,11 +225,47 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
                          step_prompts, beta))
     out["seconds"] = {"loading": round(loaded - start, 1), "sampling": round(sampled - loaded, 1), "scoring": round(scored - sampled, 1),
                       "replay": round(replayed - scored, 1), "total": round(time.perf_counter() - start, 1)}
+    out["localisation"] = response_localisation(task, rows, texts, ids, rewards, q, entropy, need, names, tokenizer)
     return out
 
 
+def response_localisation(task, rows, texts, ids, rewards, q, entropy, need, names, tokenizer):
+    """Where each reward's shift lands on every replayed response, one row per (response, reward with a check
+    region): ``diagnostics.localisation`` of the responses as the trainer saves its profiles, so that Table 4's
+    rows (per constraint type and state) and Fig. 6's shares are computed from a diagnosis as from a run."""
+    from mrtpo.analysis.diagnostics import localisation
+
+    profiles = [{"step": 0, "example": rows[j], "completion": texts[j], "completion_ids": ids[j],
+                 "rewards": {n: None if r != r else float(r) for n, r in zip(names, rewards[j].tolist())},
+                 "q": {n: q[j, k, : len(ids[j])].tolist() for k, n in enumerate(names)},
+                 "entropy": entropy[j, : len(ids[j])].tolist()}
+                for j in range(len(ids)) if bool(need[j].any())]
+    return localisation(profiles, task, tokenizer)
+
+
+def localisation_path(path: Path) -> Path:
+    """Where :func:`write_json` puts a diagnosis' per-response localisation: ``<name>.localisation.csv``."""
+    return path.with_name(path.stem + ".localisation.csv")
+
+
+def read_diagnosis(task: str, model: str, folder: Path | None = None) -> tuple[dict, "pd.DataFrame | None"] | None:
+    """(the diagnosis ``mrtpo diagnose --task task --model model`` wrote, its per-response localisation or None for
+    a file written before it was kept), or None when there is no diagnosis; ``folder`` default
+    ``results/diagnose``."""
+    import pandas as pd
+
+    from mrtpo.files.paths import results_root
+
+    path = (folder or results_root() / "diagnose") / f"{task}-{model}.json"
+    if not path.is_file():
+        return None
+    loc = localisation_path(path)
+    return json.loads(path.read_text()), (pd.read_csv(loc) if loc.is_file() else None)
+
+
 def write_json(diagnosis: dict, path: Path) -> None:
-    """The diagnosis as JSON; undefined figures (NaN) become null."""
+    """The diagnosis as JSON (undefined figures, NaN, become null), its ``localisation`` frame beside it as CSV
+    (:func:`localisation_path`)."""
     def clean(x):
         if isinstance(x, float) and math.isnan(x):
             return None
@@ -240,4 +276,8 @@ def write_json(diagnosis: dict, path: Path) -> None:
         return x
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    diagnosis = dict(diagnosis)
+    loc = diagnosis.pop("localisation", None)
     path.write_text(json.dumps(clean(diagnosis), indent=1) + "\n")
+    if loc is not None:
+        loc.to_csv(localisation_path(path), index=False, float_format="%.6g")
