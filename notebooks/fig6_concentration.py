@@ -26,6 +26,7 @@
 
 # %% tags=["parameters"]
 model = "tiny"
+real_model = "smollm2"  # the real instruct model measured before training (mrtpo diagnose), shown at the end
 seeds = [0]
 steps = None
 force = False
@@ -36,8 +37,9 @@ import json
 
 import pandas as pd
 
-from mrtpo.analysis import plots, report
-from mrtpo.method.regions import check_region_ratio
+from IPython.display import Markdown
+
+from mrtpo.analysis import diagnose, localisation, plots, report
 
 plan = report.check_model(tasks[0], model)
 frames, recipes, runs = [], {}, {}
@@ -49,16 +51,7 @@ for task in tasks:
 loc = pd.concat(frames, ignore_index=True)
 
 # %%
-groups = loc.groupby(["task", "reward"])
-table = groups.agg(**{"responses": ("step", "count"), "tokens holding 80% of the shift": ("concentration80", "mean")})
-# PAPER.md §7: shares pooled over the responses, not the mean of per-response ratios
-table["check-region ratio"] = [check_region_ratio(group) for _, group in groups]  # in the table's (sorted) order
-table = table.assign(**{"shift in <think>": groups["think_shift"].sum() / groups["shift_total"].sum()}).reset_index()
-f6 = report.paper("fig6_concentration").set_index("task")
-paper_task = {"sql": "text-to-SQL", "tool": "tool calling"}  # the paper's Fig. 6 has no instruction following
-table["paper: tokens holding 80%"] = [
-    f"{f6.at[paper_task[t], 'tokens_for_80pct_low'] / 100:.3f}–{f6.at[paper_task[t], 'tokens_for_80pct_high'] / 100:.3f}"
-    if t in paper_task else "—" for t in table["task"]]
+table = localisation.concentration_table(loc)
 display(table.round(3).set_index(["task", "reward"]))
 print("warm-up noise mix of each tiny base:", json.dumps(recipes))
 
@@ -84,3 +77,24 @@ if shown is not None:
 # shares for every task: the check-region ratio is the share of the shift inside the verifier's region over the
 # region's share of tokens, both pooled over the responses (PAPER.md §7); above 1 the shift favours the tokens
 # the verifier reads; "shift in <think>" (pooled the same way) shows how much of it lands in the reasoning instead.
+
+# %% [markdown]
+# ## A real instruct model before training
+#
+# The same figures for `real_model` (default SmolLM2-135M-Instruct), from the responses `mrtpo diagnose` sampled
+# to each task's training prompts and replayed leave-one-out before any update, beside the default tiny base's
+# and the paper's; then each diagnosis' overall figures (PAPER.md §7): the share of response–reward pairs
+# replayed, effective K, concentration, the pooled check-region ratio, how alike two rewards' profiles are on one
+# response (cross-reward correlation: near 1, not reward-specific) and how much they follow the sampling entropy,
+# the realised bound s at the registry's beta, and the reader's verdict.
+
+# %%
+real = {t: diagnose.diagnosis_localisation(t, real_model) for t in tasks}
+measured = [r.assign(task=t) for t, r in real.items() if r is not None and len(r)]
+if measured:
+    display(localisation.concentration_table(pd.concat(measured, ignore_index=True)).round(3).set_index(["task", "reward"]))
+display(diagnose.mechanism_table(tasks, ["tiny", real_model]).round(3).set_index(["task", "model"]))
+missing = [t for t, r in real.items() if r is None]
+if missing:
+    display(Markdown(f"Not measured with per-response rows for `{real_model}` yet: {', '.join(missing)} "
+                     f"(`mrtpo diagnose --task <task> --model {real_model}`)."))

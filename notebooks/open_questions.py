@@ -25,6 +25,7 @@ model = "tiny"
 steps = None  # None: the registry's steps for this model
 task = "sql"  # the task of questions 2 and 6 (the beta sweep and the long runs exist for it)
 tasks = ["sql", "tool", "if"]
+real_model = "smollm2"  # the real instruct model measured before training (mrtpo diagnose), shown after question 1
 betas = [0.25, 0.5, 0.75, 1.0]  # question 2's sweep (1.0 shows the plateau)
 convergence_steps = 300  # claims.LONG_STEPS; the long runs of question 6 (benchmarks/book_runs.py, section "convergence")
 
@@ -32,7 +33,7 @@ convergence_steps = 300  # claims.LONG_STEPS; the long runs of question 6 (bench
 import pandas as pd
 from IPython.display import Markdown
 
-from mrtpo.analysis import beta_sweep, claims, evidence, multiplicity, open_questions, plots, report
+from mrtpo.analysis import beta_sweep, claims, diagnose, evidence, localisation, multiplicity, open_questions, plots, report
 
 plan = report.check_model(task, model)
 metric = report.answer_metric(task)
@@ -55,7 +56,8 @@ per_task = {t: arms(["grpo", "gdpo", "mrtpo", "opsd"], t) for t in tasks}
 # shift) and the reasoning's (`<think>`) share of the shift.
 
 # %%
-shift = pd.concat([open_questions.where_shift_lands(per_task[t]["mrtpo"]).assign(task=t) for t in tasks], ignore_index=True)
+shift = pd.concat([open_questions.where_shift_lands(localisation.seeds_localisation(per_task[t]["mrtpo"])).assign(task=t)
+                   for t in tasks], ignore_index=True)
 named = shift.assign(reward=shift["label"].str.split(":").str[-1])  # a constraint type without its group
 display(named.assign(**{"shift %": 100 * shift["shift share"], "token %": 100 * shift["token share"],
                         "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="") for r, lo, hi in
@@ -69,6 +71,24 @@ named["reward"] = named["task"] + " / " + named["reward"]
 fig = plots.interval_bars(named, "reward", reference=1.0, ylabel="check-region ratio (1 = uniform)",
                           title="where the shift lands, per reward (95% intervals over seeds)")
 plots.save(fig, f"open_questions_regions_{model}")
+
+# %% [markdown]
+# The same question on a real instruct model before any training: per task and reward, where the shift of
+# `real_model` (default SmolLM2-135M-Instruct) lands on the responses `mrtpo diagnose` sampled and replayed (the
+# fig6 and table4 pages show its other figures). The interval resamples responses (one model, no seeds).
+
+# %%
+for t in tasks:
+    real = open_questions.where_shift_lands(diagnose.diagnosis_localisation(t, real_model))
+    if not len(real):
+        print(f"{t}: {real_model} not diagnosed with per-response rows (mrtpo diagnose --task {t} --model {real_model}).")
+        continue
+    display(real.assign(**{"ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="")
+                                                    for r, lo, hi in zip(real["ratio"], real["lo"], real["hi"])],
+                           "conc. (x)": 0.8 / real["concentration80"]})
+            [["label", "profiles", "shift share", "token share", "ratio (95% interval)", "conc. (x)", "reasoning share"]]
+            .round(2).set_index("label"))
+    print(open_questions.shift_sentence(real, f"{t}, {real_model} before training"))
 
 # %% [markdown]
 # ## 2. beta against the bound: where does each beta sit?

@@ -25,6 +25,7 @@
 
 # %% tags=["parameters"]
 model = "tiny"
+real_model = "smollm2"  # the real instruct model measured before training (mrtpo diagnose), shown after the runs' rows
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
@@ -33,7 +34,9 @@ task = "if"
 # %%
 import pandas as pd
 
-from mrtpo.analysis import evidence, localisation, plots, report
+from IPython.display import Markdown
+
+from mrtpo.analysis import diagnose, evidence, localisation, plots, report
 
 plan = report.check_model(task, model)
 runs = evidence.arm_runs(task, ["mrtpo"], model, seeds, steps, force)["mrtpo"]
@@ -57,15 +60,17 @@ display(verdicts.drop(columns=["ratio", "lo", "hi"]).set_index("claim"))
 # ## Per constraint type and state
 
 # %%
-table = pd.concat([localisation.region_table(loc.assign(label="all"), ["label", "state"]),
-                   localisation.region_table(loc, ["label", "state"])], ignore_index=True)
-table["label"] = table["label"].str.split(":").str[-1]  # the constraint's name without its group
-view = table.assign(**{"shift %": 100 * table["shift share"], "token %": 100 * table["token share"],
-                       "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="")
-                                                for r, lo, hi in zip(table["ratio"], table["lo"], table["hi"])]})
-display(view[["label", "state", "profiles", "seeds", "shift %", "token %", "ratio (95% interval)", "interval over",
-              "concentration80"]]
-        .round(2).set_index(["label", "state"]))
+def show(table):
+    """Table 4's rows as the page shows them: shares in %, the ratio with its interval."""
+    view = table.assign(**{"shift %": 100 * table["shift share"], "token %": 100 * table["token share"],
+                           "ratio (95% interval)": [evidence.interval_text(r, lo, hi, 2, sign="")
+                                                    for r, lo, hi in zip(table["ratio"], table["lo"], table["hi"])]})
+    display(view[["label", "state", "profiles", "seeds", "shift %", "token %", "ratio (95% interval)", "interval over",
+                  "concentration80"]].round(2).set_index(["label", "state"]))
+
+
+table = localisation.constraint_table(loc)
+show(table)
 
 # %%
 fig = plots.interval_bars(table, "label", hue="state", reference=1.0, ylabel="check-region ratio (1 = uniform)",
@@ -91,3 +96,26 @@ if shown is not None:
 #
 # The instruction-following warm-up edits exactly these regions when a constraint's block is absent
 # (`mrtpo.tasks.warmup.IF_VIOLATIONS`), so at the tiny scale any row above 1 is partly designed.
+
+# %% [markdown]
+# ## A real instruct model before training
+#
+# The same rows for `real_model` (default SmolLM2-135M-Instruct, `--model smollm2`), measured by `mrtpo diagnose`
+# on the responses it sampled to the instruction-following training prompts at the training temperature, each
+# replayed leave-one-out before any update (the diagnosis records how many responses, the temperature and the
+# completion length). These are the untrained model's profiles, where the rows above and the paper's Table 4 come
+# from policies trained with MRTPO; the intervals resample responses (one model, no seeds). Nothing in this
+# model was built to localise: a row above 1 here is the mechanism on a real model, not a designed one.
+
+# %%
+real = diagnose.diagnosis_localisation(task, real_model)
+if real is None or not len(real):
+    display(Markdown(f"No diagnosis of `{real_model}` on `{task}` with its per-response rows yet: "
+                     f"`mrtpo diagnose --task {task} --model {real_model}` measures it."))
+else:
+    display(localisation.localisation_verdicts(real).drop(columns=["ratio", "lo", "hi"]).set_index("claim"))
+    real_table = localisation.constraint_table(real)
+    show(real_table)
+    fig = plots.interval_bars(real_table, "label", hue="state", reference=1.0, ylabel="check-region ratio (1 = uniform)",
+                              title=f"{real_model} before training: shift share / token share in the read region (95% intervals)")
+    plots.save(fig, f"table4_{real_model}_before_training")

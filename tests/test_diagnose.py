@@ -205,3 +205,13 @@ def test_cli_diagnose_takes_a_dial_base(tmp_path):
         main(["diagnose", "--task", "sql", "--model", "7b", "--dial", "0.8"])
     with pytest.raises(SystemExit, match="gated-noise rate"):
         main(["diagnose", "--task", "sql", "--model", "smoke", "--dial", "1.5"])
+
+
+def test_mechanism_table_reads_the_committed_diagnoses_and_says_what_is_missing():
+    from mrtpo.analysis.diagnose import MECHANISM, mechanism_table, read_diagnosis
+
+    table = mechanism_table(["if"], ["tiny", "no-such-model"]).set_index("model")
+    d, _ = read_diagnosis("if", "tiny")
+    assert table.at["tiny", "responses"] == d["samples"] and table.at["tiny", "verdict"] == d["verdict"]
+    assert table.at["tiny", MECHANISM["check_region_ratio"]] == pytest.approx(d["overall"]["check_region_ratio"])
+    assert table.at["no-such-model", "verdict"] == "not measured: mrtpo diagnose --task if --model no-such-model"

@@ -468,14 +468,13 @@ def test_task_comparison_and_the_cross_task_localisation_pattern(tmp_path, monke
     assert "is contradicted here" in open_questions.localisation_gain_sentence(reversed_)
 
 
-def test_where_shift_lands_pools_the_reasoning_share(monkeypatch):
+def test_where_shift_lands_pools_the_reasoning_share():
     from mrtpo.analysis import open_questions
 
     loc = pd.DataFrame({"label": ["a", "a", "b"], "seed": [0, 1, 0], "shift_inside": [1.0, 1.0, 2.0],
                         "shift_total": [4.0, 2.0, 4.0], "tokens_inside": [2, 2, 5], "tokens_total": [10, 10, 10],
                         "concentration80": [0.2, 0.3, 0.4], "think_shift": [3.0, 0.0, 1.0]})
-    monkeypatch.setattr(open_questions, "seeds_localisation", lambda runs: loc)
-    table = open_questions.where_shift_lands([]).set_index("label")
+    table = open_questions.where_shift_lands(loc).set_index("label")
     assert table.loc["a", "reasoning share"] == pytest.approx(3.0 / 6.0) and table.loc["b", "reasoning share"] == pytest.approx(0.25)
     assert table.loc["a", "ratio"] == pytest.approx((2.0 / 6.0) / (4 / 20))
 

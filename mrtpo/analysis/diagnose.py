@@ -281,3 +281,44 @@ def write_json(diagnosis: dict, path: Path) -> None:
     path.write_text(json.dumps(clean(diagnosis), indent=1) + "\n")
     if loc is not None:
         loc.to_csv(localisation_path(path), index=False, float_format="%.6g")
+
+
+def diagnosis_localisation(task: str, model: str):
+    """The per-response localisation of ``model`` on ``task`` before training (:func:`read_diagnosis`) with Table
+    4's ``state`` column (``localisation.STATES``), or None where it was not measured (or not kept)."""
+    from mrtpo.analysis.localisation import STATES
+
+    found = read_diagnosis(task, model)
+    if found is None or found[1] is None:
+        return None
+    return found[1].assign(state=found[1]["reward_value"].map(STATES))
+
+
+#: the columns of :func:`mechanism_table`: the diagnosis' overall figures, as the pages name them
+MECHANISM = {"replay_rate": "pairs replayed", "effective_k": "effective K", "concentration_x": "concentration (x)",
+             "check_region_ratio": "check-region ratio", "cross_reward_corr": "cross-reward corr.",
+             "entropy_corr": "entropy corr.", "s_mean": "realised s", "entropy_mean": "mean entropy (nats)"}
+
+
+def mechanism_table(tasks, models) -> "pd.DataFrame":
+    """One row per task and model that has a diagnosis (``mrtpo diagnose``, before any training): how it was
+    sampled (responses, G, temperature, completion length) and the overall figures of :data:`MECHANISM`, then the
+    verdict; a task and model without a diagnosis has a row saying how to measure it."""
+    import pandas as pd
+
+    rows = []
+    for task in tasks:
+        for model in models:
+            found = read_diagnosis(task, model)
+            if found is None:
+                rows.append({"task": task, "model": model,
+                             "verdict": f"not measured: mrtpo diagnose --task {task} --model {model}"})
+                continue
+            d, _ = found
+            o = d["overall"]
+            rows.append({"task": task, "model": model, "responses": d["samples"], "G": d["num_generations"],
+                         "temperature": d["temperature"], "max tokens": d["max_new_tokens"],
+                         **{label: (math.nan if o.get(key) is None else o[key]) for key, label in MECHANISM.items()},
+                         "verdict": d["verdict"]})
+    return pd.DataFrame(rows, columns=["task", "model", "responses", "G", "temperature", "max tokens",
+                                       *MECHANISM.values(), "verdict"])

@@ -64,6 +64,32 @@ def region_table(loc: pd.DataFrame, by=(), level: float = 0.95) -> pd.DataFrame:
                                        "interval over", "concentration80"])
 
 
+def constraint_table(loc: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Table 4's rows of a localisation frame with a ``state`` column: :func:`region_table` over all constraints,
+    then per constraint type (its name without its group), each split by state."""
+    table = pd.concat([region_table(loc.assign(label="all"), ["label", "state"], level),
+                       region_table(loc, ["label", "state"], level)], ignore_index=True)
+    return table.assign(label=table["label"].str.split(":").str[-1])
+
+
+def concentration_table(loc: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 6's rows of a localisation frame with a ``task`` column, per task and reward: the responses, the mean
+    share of tokens holding 80% of the shift, the check-region ratio and the share of the shift inside
+    ``<think>`` (both pooled over the responses, PAPER.md §7), and the paper's range of the share of tokens."""
+    from mrtpo.method.regions import check_region_ratio
+
+    groups = loc.groupby(["task", "reward"])
+    table = groups.agg(**{"responses": ("step", "count"), "tokens holding 80% of the shift": ("concentration80", "mean")})
+    table["check-region ratio"] = [check_region_ratio(group) for _, group in groups]  # in the table's (sorted) order
+    table = table.assign(**{"shift in <think>": groups["think_shift"].sum() / groups["shift_total"].sum()}).reset_index()
+    f6 = paper("fig6_concentration").set_index("task")
+    paper_task = {"sql": "text-to-SQL", "tool": "tool calling"}  # the paper's Fig. 6 has no instruction following
+    table["paper: tokens holding 80%"] = [
+        f"{f6.at[paper_task[t], 'tokens_for_80pct_low'] / 100:.3f}–{f6.at[paper_task[t], 'tokens_for_80pct_high'] / 100:.3f}"
+        if t in paper_task else "—" for t in table["task"]]
+    return table
+
+
 #: a region holding more than this share of the tokens cannot show localisation by its ratio (which cannot
 #: exceed 1 / its token share): such rewards are judged by the ratio outside their region instead
 SMALL_REGION = 0.5

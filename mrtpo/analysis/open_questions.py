@@ -16,14 +16,13 @@ from mrtpo.analysis.report import answer_metric, evaluations
 from mrtpo.runs.results import Run
 
 
-def where_shift_lands(runs: list[Run]) -> pd.DataFrame:
-    """Per reward label of these runs' saved profiles (every seed pooled): :func:`localisation.region_table` (the
-    region's share of the shift and of the tokens, the check-region ratio with its interval over seeds,
-    concentration) plus
-    the share of the shift inside the ``<think>`` reasoning (pooled: sum of ``think_shift`` / sum of
-    ``shift_total``). Empty without profiles."""
-    loc = seeds_localisation(runs)
-    if not len(loc):
+def where_shift_lands(loc: pd.DataFrame) -> pd.DataFrame:
+    """Per reward label of a localisation frame (a run's saved profiles, every seed pooled:
+    ``localisation.seeds_localisation``; or the responses ``mrtpo diagnose`` replayed before training:
+    ``diagnose.read_diagnosis``): :func:`localisation.region_table` (the region's share of the shift and of the
+    tokens, the check-region ratio with its interval, concentration) plus the share of the shift inside the
+    ``<think>`` reasoning (pooled: sum of ``think_shift`` / sum of ``shift_total``). Empty for an empty frame."""
+    if loc is None or not len(loc):
         return pd.DataFrame(columns=["label", "profiles", "seeds", "shift share", "token share", "ratio", "lo", "hi",
                                      "interval over", "concentration80", "reasoning share"])
     table = region_table(loc, ["label"])
