@@ -1,4 +1,3 @@
-from mrtpo.runs.probes import first_step, resolve_folder_config, step_differences
 """Certify committed run folders written before behaviour fingerprints existed (``mrtpo.runs.behaviour``): replay
 each folder's first step with the current code (``fingerprint.first_step``, one thread) and compare every logged
 value with the folder's step 1 (``fingerprint.step_differences``). One JSON line per folder is appended to the
@@ -17,6 +16,8 @@ import argparse
 import json
 import time
 from pathlib import Path
+
+from mrtpo.runs.probes import first_step, resolve_folder_config, step_differences
 
 
 def flat(tree: dict, prefix: str = "") -> dict:

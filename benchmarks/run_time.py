@@ -1,4 +1,3 @@
-from mrtpo.tasks import get_task
 """Runs per hour (issue 13): wall time of a whole 100-step MRTPO tiny run (training and the final evaluation) per
 task, before and after the speed-ups, on the same machine and configuration.
 
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
+
+from mrtpo.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "bench" / "run_time.csv"

@@ -19,9 +19,14 @@ by length as the replay packs them, logits at the valid completion positions) is
 K_eff + 1), ``limit_s = forwards_per_response x forward_s`` and ``replay_to_limit = replay_s / limit_s``
 (median over steps; goal <= 1.2). ``ratio_to_trl_gdpo`` of ``gdpo``: goal <= 1.02.
 
-Writes ``results/bench/step_cost.csv`` (one row per task and arm) with the machine it ran on. One thread.
+**Loss pass.** Forward and backward cost about three forwards: after each step, one no-grad forward over the
+step's rows (prompt + response, packed the same way) is timed (``plain_forward_s``), ``loss_limit_s`` = 3 x that
+and ``loss_to_limit`` = loss_s / loss_limit_s.
 
-    python benchmarks/step_cost.py [--tasks sql tool if] [--steps 6]
+Writes ``results/bench/step_cost.csv`` (one row per task, model and arm; a measurement replaces the earlier rows of
+its model and tasks) with the machine it ran on, the threads and what else ran meanwhile (``--load``).
+
+    python benchmarks/step_cost.py [--tasks sql tool if] [--model tiny|smollm2] [--variants ...] [--steps 6] [--threads 1]
 """
 
 from __future__ import annotations
@@ -39,22 +44,22 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
-from mrtpo.runs.config import resolve
-from mrtpo.method.contexts import append_section
 from mrtpo.files.paths import cache_root
+from mrtpo.method.contexts import append_section
 from mrtpo.method.replay import replay_hidden, safe_z_blocks
-from mrtpo.runs import train_data
-from mrtpo.tasks import get_task
 from mrtpo.models.tiny import tiny_path
+from mrtpo.runs.config import resolve
+from mrtpo.runs.runner import base_path, train_data
+from mrtpo.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("trl-gdpo", "gdpo", "entropy", "joint", "mrtpo")
 PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 
-def make_trainer(variant: str, task_name: str, out: Path, steps: int):
-    cfg = resolve(task_name, "gdpo" if variant == "trl-gdpo" else variant, "tiny")
-    task, model = get_task(task_name), str(tiny_path(get_task(task_name)))
+def make_trainer(variant: str, task_name: str, out: Path, steps: int, model_name: str = "tiny"):
+    cfg = resolve(task_name, "gdpo" if variant == "trl-gdpo" else variant, model_name)
+    task, model = cfg.task_def, str(base_path(cfg))
     common = dict(
         output_dir=str(out / task_name / variant), use_cpu=not torch.cuda.is_available(), bf16=False, report_to="none",
         num_generations=cfg.num_generations, per_device_train_batch_size=cfg.prompts_per_step * cfg.num_generations,
@@ -83,13 +88,17 @@ def timed(trainer, name: str, clock: dict) -> None:
 
 
 @torch.no_grad()
-def forward_seconds(trainer) -> float:
-    """One no-grad forward over the step's rows under P_all (prompt + all Z blocks + response), packed as the replay
-    packs its rows (``replay_hidden``: longest first, ``replay_batch_size`` rows a batch), then the lm_head at every
-    valid completion position: the cost of one replayed row per response, without the JS and the bookkeeping."""
+def forward_seconds(trainer, with_z: bool = True) -> float:
+    """One no-grad forward over the step's rows under P_all (prompt + all Z blocks + response; ``with_z=False``:
+    prompt + response, what the loss pass reads), packed as the replay packs its rows (``replay_hidden``: longest
+    first, ``replay_batch_size`` rows a batch), then the lm_head at every valid completion position: the cost of
+    one replayed row per response, without the JS and the bookkeeping."""
     sc = trainer._scored
-    blocks, _ = safe_z_blocks(trainer.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
-    prompts = trainer._tokenize_prompts([append_section(p, b) for p, b in zip(sc.prompts, blocks)])[0]
+    if with_z:
+        blocks, _ = safe_z_blocks(trainer.z_blocks, sc.inputs, sc.prompts, sc.completions, sc.completion_ids)
+        prompts = trainer._tokenize_prompts([append_section(p, b) for p, b in zip(sc.prompts, blocks)])[0]
+    else:
+        prompts = trainer._tokenize_prompts(sc.prompts)[0]
     model = trainer.accelerator.unwrap_model(trainer.model)
     completions = [torch.tensor(list(c), dtype=torch.long, device=model.device) for c in sc.completion_ids]
     lengths = torch.tensor([len(c) for c in completions], device=model.device)
@@ -103,9 +112,10 @@ def forward_seconds(trainer) -> float:
         model.train()
 
 
-def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict]:
-    trainers = {v: make_trainer(v, task_name, work, warmup + steps) for v in VARIANTS}
-    clocks, loops = {v: {} for v in VARIANTS}, {}
+def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: str = "tiny",
+               variants=VARIANTS, threads: int = 1) -> list[dict]:
+    trainers = {v: make_trainer(v, task_name, work / model_name, warmup + steps, model_name) for v in variants}
+    clocks, loops = {v: {} for v in variants}, {}
     for v, t in trainers.items():
         t.create_optimizer_and_scheduler(num_training_steps=warmup + steps)
         t.current_gradient_accumulation_steps = 1  # set by Trainer.train(); the loss normaliser reads it
@@ -113,7 +123,7 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict
         loops[v] = iter(t.get_train_dataloader())
         timed(t, "_generate_and_score_completions", clocks[v])
         timed(t, "_calculate_rewards", clocks[v])
-    log = {v: [] for v in VARIANTS}
+    log = {v: [] for v in variants}
     for step in range(warmup + steps):
         for v, t in trainers.items():  # round robin: each arm takes one step in turn
             batch = next(loops[v])
@@ -131,6 +141,9 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict
             row = {"step_s": end - start, "generation": score - rewards - replay, "rewards": rewards, "replay": replay,
                    "loss": trained - start - score, "other": end - trained}
             metrics = t._metrics["train"]
+            row["plain_forward_s"] = forward_seconds(t, with_z=False)
+            row["loss_limit_s"] = 3 * row["plain_forward_s"]  # forward + backward: about three forwards
+            row["loss_to_limit"] = row["loss"] / row["loss_limit_s"]
             if v in ("joint", "mrtpo"):
                 row["forward_s"] = forward_seconds(t)
                 row["forwards_per_response"] = metrics["mrtpo/replay_forwards_per_response"][-1]
@@ -139,12 +152,12 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict
                 row["replay_to_limit"] = replay / row["limit_s"] if row["limit_s"] > 0 else float("nan")
             if step >= warmup:
                 log[v].append(row)
-        print(f"{task_name} step {step}: " + ", ".join(f"{v} {log[v][-1]['step_s'] if log[v] else 0:.2f}s" for v in VARIANTS),
+        print(f"{task_name} step {step}: " + ", ".join(f"{v} {log[v][-1]['step_s'] if log[v] else 0:.2f}s" for v in variants),
               flush=True)
-    med = {v: statistics.median(r["step_s"] for r in log[v]) for v in VARIANTS}
-    cfg = resolve(task_name, "mrtpo", "tiny")
+    med = {v: statistics.median(r["step_s"] for r in log[v]) for v in variants}
+    cfg = resolve(task_name, "mrtpo", model_name)
     rows = []
-    for v in VARIANTS:
+    for v in variants:
         def median(key):
             values = [r[key] for r in log[v] if key in r and r[key] == r[key]]
             return statistics.median(values) if values else float("nan")
@@ -152,16 +165,20 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict
         rows.append({
             "task": task_name, "variant": v, "steps_timed": steps, "median_step_s": med[v],
             **{f"{phase}_s": median(phase) for phase in PHASES},
-            "ratio_to_gdpo": med[v] / med["gdpo"], "ratio_to_trl_gdpo": med[v] / med["trl-gdpo"],
+            "ratio_to_gdpo": med[v] / med.get("gdpo", float("nan")),
+            "ratio_to_trl_gdpo": med[v] / med.get("trl-gdpo", float("nan")),
             "replay_share": median("replay") / med[v],
             "effective_k": median("effective_k"), "forwards_per_response": median("forwards_per_response"),
             "forward_s": median("forward_s"), "limit_s": median("limit_s"), "replay_to_limit": median("replay_to_limit"),
+            "plain_forward_s": median("plain_forward_s"), "loss_limit_s": median("loss_limit_s"),
+            "loss_to_limit": median("loss_to_limit"),
             "num_rewards": len(get_task(task_name).reward_names),
             "prompts_x_generations": f"{cfg.prompts_per_step}x{cfg.num_generations}",
             "max_completion": cfg.max_completion_length,
-            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({os.cpu_count()} cores, 1 thread)",
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
+            else f"cpu ({os.cpu_count()} cores, {threads} thread{'s' if threads > 1 else ''})",
             "machine": f"{platform.system()} {platform.machine()}, torch {torch.__version__}",
-            "model": tiny_path(get_task(task_name)).name,
+            "model": base_path(cfg).name,
         })
     return rows
 
@@ -169,22 +186,31 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path) -> list[dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["sql", "tool", "if"])
+    parser.add_argument("--model", default="tiny", help="a registry name: tiny (default) or smollm2 (converted when absent)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--steps", type=int, default=6, help="timed steps per arm (after one warm-up step)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--load", default="none", help="what else ran on the machine meanwhile (stated in the file)")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "step_cost.csv"))
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     rows = []
     for task_name in args.tasks:
-        if not (tiny_path(get_task(task_name)) / "mrtpo_recipe.json").exists():
+        if args.model == "tiny" and not (tiny_path(get_task(task_name)) / "mrtpo_recipe.json").exists():
             print(f"{task_name}: its tiny base is not built ({tiny_path(get_task(task_name)).name}); skipped "
                   f"(build it with `mrtpo train --task {task_name}` or benchmarks/tiny_models.py)", flush=True)
             continue
-        rows += bench_task(task_name, args.steps, 1, cache_root() / "bench")
+        rows += bench_task(task_name, args.steps, 1, cache_root() / "bench", args.model, args.variants, args.threads)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    df = pd.DataFrame(rows).assign(peak_rss_mb_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    df = pd.DataFrame(rows).assign(peak_rss_mb_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                                   load=args.load)
+    if out.exists():  # a measurement replaces the earlier rows of its model and tasks, and keeps the others
+        old = pd.read_csv(out)
+        df = pd.concat([old[~(old["model"].isin(df["model"]) & old["task"].isin(df["task"]))], df], ignore_index=True)
     df.to_csv(out, index=False)
-    print(df[["task", "variant", "median_step_s", "ratio_to_gdpo", "ratio_to_trl_gdpo", "replay_s", "replay_to_limit"]])
+    print(df[["task", "model", "variant", "median_step_s", "ratio_to_gdpo", "ratio_to_trl_gdpo", "replay_s",
+              "replay_to_limit", "loss_to_limit"]])
 
 
 if __name__ == "__main__":
