@@ -49,13 +49,16 @@ reproduce: reproduce-bases
 reproduce-bases: $(STAMP)
 	$(BIN)/mrtpo bases --reproduce
 
-# the three files of the replay_cost page: JS memory, step cost against the replay's limit, and the wall time of a
+# the files of the replay_cost page: JS memory, step cost against the replay's limit (tiny bases and smollm2), smollm2's decoding, and the wall time of a
 # whole run before / after the speed-ups (from a checkout of BENCH_BEFORE; run_time.py skips rows already measured:
 # delete results/bench/run_time.csv to measure again; the six runs take about an hour on 2 cores)
 BENCH_BEFORE ?= dfbebb1
 bench: $(STAMP)
 	$(BIN)/python benchmarks/js_memory.py
 	$(BIN)/python benchmarks/step_cost.py
+	# the real instruct model (issue 41): its decoding against the limits, its step per phase (converted on first use)
+	$(BIN)/python benchmarks/decode_speed.py --model smollm2
+	$(BIN)/python benchmarks/step_cost.py --model smollm2 --tasks if --variants trl-gdpo gdpo mrtpo --steps 2
 	test -d _build/bench-before || git worktree add --detach _build/bench-before $(BENCH_BEFORE)
 	$(BIN)/python benchmarks/run_time.py --before _build/bench-before
 
