@@ -24,10 +24,11 @@
 # after the speed-ups (`benchmarks/run_time.py`); the memory of the JS computation at the paper's vocabulary
 # (`benchmarks/js_memory.py`); and, per task, the replay rate of the MRTPO runs over the response–reward pairs that exist (a constraint slot a
 # prompt does not have is not a pair; PAPER.md §7) and the effective K (PAPER.md §6.5 asks for it per task; the
-# paper pools 12–21% over tasks). `make bench` regenerates the three files.
+# paper pools 12–21% over tasks). `make bench` regenerates the files.
 
 # %% tags=["parameters"]
 model = "tiny"
+real_model = "smollm2"  # the real instruct model whose step and sampling benchmarks are shown (benchmarks/step_cost.py --model)
 seeds = [0]
 steps = None
 force = False
@@ -38,7 +39,7 @@ import pandas as pd
 
 from mrtpo.analysis import plots, report
 
-bench = pd.read_csv(report.RESULTS / "bench" / "step_cost.csv")
+bench = report.bench_rows("step_cost", "tiny")
 split = report.step_split(bench)
 display(split.pivot_table(index=["task", "variant"], columns="phase", values="seconds", sort=False)
         .reindex(columns=list(report.STEP_PHASES)).assign(step=bench.set_index(["task", "variant"])["median_step_s"],
@@ -65,6 +66,38 @@ plots.save(fig, "replay_cost_split")
 # %%
 display(report.replay_limits(bench).round(3))
 display(bench[bench.variant == "gdpo"][["task", "median_step_s", "ratio_to_trl_gdpo"]].round(3).set_index("task"))
+
+# %% [markdown]
+# ## A real instruct model: SmolLM2-135M-Instruct on CPU
+#
+# The same split for `real_model` at its registry geometry (`mrtpo plan --model smollm2`), with each phase against
+# its limit: the replay against forwards per response × one forward under P_all as above, the loss pass (forward
+# and backward) against three no-grad forwards over the step's rows (`loss_to_limit`). Then its sampling
+# (`benchmarks/decode_speed.py`): tokens per second of `generate` per batch size and cache, one decoding step
+# against a bare forward of the same rows with the cache, and against the arithmetic (B × 2 × parameters at the
+# rate of a large matrix product on this machine) and memory (the weights read once at the measured bandwidth)
+# limits. "load" says what else ran on the machine while it was measured.
+
+# %%
+real = report.bench_rows("step_cost", real_model)
+if real.empty:
+    print(f"not measured yet: python benchmarks/step_cost.py --model {real_model} --tasks if")
+else:
+    display(report.step_split(real).pivot_table(index=["task", "variant"], columns="phase", values="seconds", sort=False)
+            .reindex(columns=list(report.STEP_PHASES))
+            .assign(step=real.set_index(["task", "variant"])["median_step_s"],
+                    loss_to_limit=real.set_index(["task", "variant"])["loss_to_limit"],
+                    replay_to_limit=real.set_index(["task", "variant"])["replay_to_limit"]).round(2))
+    print("geometry:", real["prompts_x_generations"].iloc[0], "per step,", real["max_completion"].iloc[0],
+          "completion tokens |", real["device"].iloc[0], "| load:", real["load"].iloc[0])
+decode = report.bench_rows("decode_speed", real_model)
+if decode.empty:
+    print(f"not measured yet: python benchmarks/decode_speed.py --model {real_model}")
+else:
+    display(decode[["batch", "cache", "tokens_per_s", "step_ms", "step_forward_ms", "flop_limit_ms", "memory_limit_ms",
+                    "to_limit"]].set_index(["batch", "cache"]))
+    print("threads:", decode["threads"].iloc[0], "| large-product rate", decode["gemm_gflops"].iloc[0], "GFLOP/s, read",
+          decode["read_gbs"].iloc[0], "GB/s | load:", decode["load"].iloc[0])
 
 # %% [markdown]
 # ## Runs per hour

@@ -150,6 +150,19 @@ def replay_rates(m: pd.DataFrame) -> dict[str, float]:
 STEP_PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 
+def bench_rows(name: str, model: str = "tiny") -> pd.DataFrame:
+    """The rows of ``results/bench/<name>.csv`` measured on ``model``: the tiny bases (base folders named
+    ``<task>-tiny-...``) or a registry model whose converted folder or name starts with it (``smollm2``); an empty
+    frame when the file does not exist yet."""
+    path = RESULTS / "bench" / f"{name}.csv"
+    if not path.is_file():
+        return pd.DataFrame()
+    bench = pd.read_csv(path)
+    names = bench["model"].astype(str)
+    mine = names.str.contains("-tiny-") if model == "tiny" else (names == model) | names.str.startswith(f"{model}-")
+    return bench[mine].reset_index(drop=True)
+
+
 def step_split(bench: pd.DataFrame) -> pd.DataFrame:
     """The step-cost benchmark's rows as one row per (task, arm, phase): median seconds of the phase and its share
     of the arm's median step (``results/bench/step_cost.csv``; the phases' medians need not add up to the step's)."""
