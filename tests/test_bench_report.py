@@ -32,3 +32,13 @@ def test_run_time_table_speedup_goal_and_missing_versions():
     assert table.loc["sql", "halved"] == True and table.loc["sql", "same_run_hash"] == True  # noqa: E712
     assert table.loc["sql", "after_load"] == 2.5
     assert math.isnan(table.loc["tool", "after_min"]) and pd.isna(table.loc["tool", "halved"])
+
+
+def test_bench_rows_keep_one_models_rows(tmp_path, monkeypatch):
+    (tmp_path / "bench").mkdir()
+    pd.DataFrame({"task": ["if", "if", "sql"], "model": ["if-tiny-0-b6a605e99a", "smollm2-b179c9523d0e", "sql-tiny-0-8a"],
+                  "variant": ["gdpo"] * 3}).to_csv(tmp_path / "bench" / "step_cost.csv", index=False)
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    assert list(report.bench_rows("step_cost", "tiny")["task"]) == ["if", "sql"]
+    assert list(report.bench_rows("step_cost", "smollm2")["model"]) == ["smollm2-b179c9523d0e"]
+    assert report.bench_rows("decode_speed", "smollm2").empty  # not measured yet: an empty frame, no error
