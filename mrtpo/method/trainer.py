@@ -8,6 +8,7 @@ on them. Sampled q profiles are written by the ``ProfileWriter`` callback; the l
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -19,6 +20,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
+from mrtpo.method.adapters import has_adapters, initial_policy
 from mrtpo.method.advantages import (DISTILLING, METHODS, READS_ENTROPY, REPLAYING, beta_at, mrtpo_advantages,
                                      placement, replay_needed)
 from mrtpo.method.collective import finite_or_skipped
@@ -198,13 +200,11 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         self.distills = self.args.advantage in DISTILLING or self.args.opsd
         if self.distills and z_blocks is None:
             raise ValueError("OPSD's teacher reads every Z block: pass z_blocks=...")
-        # the frozen teacher: a copy of the starting weights (the paper's OPSD setting); under bf16 training it is
-        # stored in bf16 (its forwards run under bf16 autocast anyway): 2 B/param instead of 4 (mrtpo.models.geometry)
-        self.teacher = None
-        if self.distills and self.args.opsd_teacher == "initial":
-            self.teacher = copy.deepcopy(self.accelerator.unwrap_model(self.model)).eval().requires_grad_(False)
-            if self.args.bf16:
-                self.teacher.to(torch.bfloat16)
+        # the frozen teacher: a copy of the starting weights (the paper's OPSD setting), stored in bf16 under bf16
+        # training (2 B/param, mrtpo.models.geometry); with LoRA none: the policy with its adapters off (``adapters``)
+        self.teacher, policy = None, self.accelerator.unwrap_model(self.model)
+        if self.distills and self.args.opsd_teacher == "initial" and not has_adapters(policy):
+            self.teacher = copy.deepcopy(policy).eval().requires_grad_(False).to(torch.bfloat16 if self.args.bf16 else None)
         self.z_blocks, self.check_regions = z_blocks, check_regions
         self._generation_entropy: list[torch.Tensor] = []  # per generate call of this step: (B, positions)
         self.replay_forwards = 0  # sequences replayed so far (tests count them)
@@ -371,7 +371,9 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         head = teacher.get_output_embeddings()
         # 'current': the head that scored the samples, even if the policy moves before this batch's loss
         self._teacher_head = (head.weight.detach().clone(), None if head.bias is None else head.bias.detach().clone())
-        with self.accelerator.autocast():  # the training forward's precision, as the replay (bf16 on a GPU)
+        frozen = self.args.opsd_teacher == "initial" and self.teacher is None  # LoRA: the adapters off are the start
+        # the training forward's precision, as the replay (bf16 on a GPU)
+        with self.accelerator.autocast(), initial_policy(teacher) if frozen else contextlib.nullcontext():
             hidden = teacher_hidden(
                 teacher, lambda prompts: self._tokenize_prompts(prompts)[0], self._tokenizer.pad_token_id, sc.prompts,
                 blocks, out["completion_ids"], batch_size=self.args.replay_batch_size,

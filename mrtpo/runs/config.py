@@ -36,7 +36,7 @@ MODIFIERS = {
 #: RunConfig fields added after the first committed runs, with their defaults: at the default they are left out of
 #: a run's identity (``mrtpo.runs.runner.identity``), so every folder committed before them keeps its content hash
 OPTIONAL_FIELDS = {"opsd": False, "constlen": False, "rewards": "default", "z_blocks": None, "dial": None,
-                   "region_blend": 0.0}
+                   "region_blend": 0.0, "lora_rank": None}
 #: MRTPOConfig fields the runner sets itself (not accepted as pass-through overrides)
 RUNNER_SET = ("output_dir", "advantage", "saw", "mrtpo_beta", "beta_warmup_steps", "beta", "learning_rate", "max_steps",
               "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
@@ -72,6 +72,10 @@ class RunConfig:
     #: the placement dial of ``mrtpo`` (``MRTPOConfig.region_blend``): q replaced by (1 - lambda) q / qbar
     #: + lambda m / mbar, m the verifier's read region (0: MRTPO; 1: the ``region`` method's weights)
     region_blend: float = 0.0
+    #: LoRA: train rank-r adapters on every linear layer of the decoder (TRL's ``peft_config``: ``LoraConfig(r,
+    #: lora_alpha=2r, target_modules="all-linear")``) instead of every weight; None: full fine-tuning. The run's
+    #: final weights are the merged ones
+    lora_rank: int | None = None
     temperature: float = 1.0  # sampling temperature in training and in the temperature-1 evaluation
     train_size: int = 1024  # synthetic training prompts (tiny scale); 100 steps x 8 prompts is under one epoch
     data_seed: int = 0  # seed of the synthetic data (and of its sqlite databases): the base was warmed on it
@@ -87,8 +91,10 @@ class RunConfig:
     @property
     def frozen_teacher(self) -> bool:
         """Whether training holds OPSD's teacher frozen at the starting weights: a second copy of the model in
-        memory (``opsd_teacher="initial"``, MRTPOConfig's default, for ``opsd`` and ``<method>+opsd``)."""
-        return (self.method in DISTILLING or self.opsd) and self.trainer_args.get("opsd_teacher", "initial") == "initial"
+        memory (``opsd_teacher="initial"``, MRTPOConfig's default, for ``opsd`` and ``<method>+opsd``), except with
+        LoRA."""
+        return ((self.method in DISTILLING or self.opsd) and self.trainer_args.get("opsd_teacher", "initial") == "initial"
+                and self.lora_rank is None)  # with LoRA the teacher is the policy with its adapters off: no copy
 
     @cached_property
     def task_def(self) -> Task:
@@ -264,6 +270,8 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
     if not (0.0 <= cfg.region_blend <= 1.0 and (cfg.region_blend == 0 or cfg.method == "mrtpo")):
         _fail("region_blend", cfg.region_blend, "a number in [0, 1], and 0 unless method is mrtpo (the dial from "
               "MRTPO's relevance, 0, to the check region, 1; the region's own arm is method region)")
+    if cfg.lora_rank is not None and (not isinstance(cfg.lora_rank, int) or cfg.lora_rank < 1):
+        _fail("lora_rank", cfg.lora_rank, "an integer >= 1 (LoRA's rank), or unset for full fine-tuning")
     if cfg.num_generations < 2:
         _fail("num_generations", cfg.num_generations, "an integer >= 2 (a group needs a spread)")
     if cfg.steps <= 0:

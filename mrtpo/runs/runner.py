@@ -113,7 +113,12 @@ def identity(cfg: RunConfig) -> dict:
     """Everything the cache key covers: config, base model, data version, package versions. Fields added after
     the first committed runs (``OPTIONAL_FIELDS``) enter only when set away from their defaults."""
     config = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in OPTIONAL_FIELDS or v != OPTIONAL_FIELDS[k]}
-    return {"config": config, "model": model_identity(cfg), "data": data_version(cfg), "packages": package_versions()}
+    packages = package_versions()
+    if cfg.lora_rank is not None:  # only LoRA runs depend on peft: the other runs' identities stay as they were
+        from importlib.metadata import version
+
+        packages["peft"] = version("peft")
+    return {"config": config, "model": model_identity(cfg), "data": data_version(cfg), "packages": packages}
 
 
 def content_hash(ident: dict) -> str:
@@ -284,16 +289,22 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     args, tokenizer = trainer_config(cfg, out, path), load_tokenizer(path)
     trainer = MRTPOTrainer(
         model=str(path), processing_class=tokenizer, reward_funcs=task.reward_funcs(), train_dataset=data,
-        args=args, z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions,
+        args=args, z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions, peft_config=lora_config(cfg),
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    trainer.save_model(str(work / "final"))
+    if cfg.lora_rank is None:
+        trainer.save_model(str(work / "final"))
+        final = trainer.model
+    else:  # the adapters merged into the weights: the final folder is a plain model, evaluated as any other
+        final = trainer.accelerator.unwrap_model(trainer.model).merge_and_unload()
+        if trainer.accelerator.is_main_process:
+            final.save_pretrained(str(work / "final"))
     if trainer.accelerator.is_main_process:
         trainer.processing_class.save_pretrained(str(work / "final"))
     import torch
 
     return {
-        "weights_sha256": weights_hash(trainer.model),
+        "weights_sha256": weights_hash(final),
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
         # what the time was measured under: the CPU is shared with whatever else ran (runs before these keys lack them)
         "torch_threads": torch.get_num_threads(),
@@ -309,13 +320,28 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     }
 
 
+def lora_config(cfg: RunConfig):
+    """TRL's ``peft_config`` of a LoRA run (``RunConfig.lora_rank``), None for full fine-tuning."""
+    if cfg.lora_rank is None:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
+
+
 def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
-    """``train``'s summary for a run killed after its last checkpoint: the weights and the log come from it."""
+    """``train``'s summary for a run killed after its last checkpoint: the weights and the log come from it (a
+    LoRA checkpoint's adapters merged into the base)."""
     from transformers import AutoModelForCausalLM
 
     from mrtpo.models.tokenizer import load_tokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(base if (checkpoint / "adapter_config.json").exists() else checkpoint)
+    if (checkpoint / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, checkpoint).merge_and_unload()
     model.save_pretrained(str(work / "final"))
     tokenizer = load_tokenizer(checkpoint)
     tokenizer.save_pretrained(str(work / "final"))
