@@ -6,6 +6,7 @@ CPU a forward hook counts them. Three cases, each writing this process's count:
 
 * ``none``: ``replay.relevance`` with rank 0 replaying two prompts' groups and rank 1 nothing to replay;
 * ``fewer``: rank 0 two groups, rank 1 one group;
+* ``teacher``: OPSD's ``replay.teacher_hidden`` with rank 0's rows sharing a prompt prefix and rank 1's not;
 * ``trainer``: one MRTPOTrainer step whose first reward varies within rank 0's groups and is constant on rank 1's
   (so rank 1 needs no replay); only the forwards inside ``relevance`` are counted.
 """
@@ -19,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import mrtpo.method.trainer as trainer_module
 from mrtpo import MRTPOConfig, MRTPOTrainer
-from mrtpo.method.replay import relevance
+from mrtpo.method.replay import relevance, teacher_hidden
 
 policy, out_path = sys.argv[1], sys.argv[2]
 torch.set_num_threads(1)
@@ -59,6 +60,15 @@ def replay(case: str, prompts: list[str], need_rows: int) -> None:
 two = ["question one about a b c", "question two about d e f"]
 replay("none", two, 8 if rank == 0 else 0)
 replay("fewer", two, 8 if rank == 0 else 4)
+
+# OPSD's teacher: rank 0's four responses answer one prompt (a shared prefix, run once: 1 + 2 forwards), rank 1's
+# four different prompts (no shared prefix: 2 forwards)
+teacher_prompts = ["question one about a b c"] * 4 if rank == 0 else ["alpha one", "beta two", "gamma three", "delta four"]
+counting[:] = ["teacher"]
+counts["teacher"] = 0
+teacher_hidden(model, lambda ps: [tok(p)["input_ids"] for p in ps], tok.pad_token_id, teacher_prompts, [blocks] * 4,
+               torch.randint(3, len(tok), (4, 5), generator=torch.Generator().manual_seed(rank)), batch_size=2)
+counting[:] = []
 
 # the trainer's path: rank 1's responses need no replay (zero group std), rank 0's do
 torch.manual_seed(0)

@@ -54,12 +54,13 @@ def torchrun(script: str, policy: str, out: Path, port: int, timeout: int = 180)
 @pytest.mark.skipif(sys.platform != "linux", reason="gloo multi-process check")
 def test_replay_makes_the_same_forwards_on_every_process(smoke_policy, tmp_path):
     """Under ZeRO-3 every decoder forward is a collective: a process with less (or nothing) to replay still makes
-    as many as the process that replays most, both in ``replay.relevance`` and through the trainer."""
+    as many as the process that replays most, in ``replay.relevance``, in OPSD's teacher forward and through the
+    trainer."""
     done = torchrun("distributed_replay.py", smoke_policy[0], tmp_path / "replay", 29563)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"replay.{r}") for r in (0, 1)]
     # rank 0: 2 groups x (1 prefix + 12 rows / 2 a batch); trainer: 1 prefix + 8 rows / 2
-    assert ranks[0] == {"none": 14, "fewer": 14, "trainer": 5}
+    assert ranks[0] == {"none": 14, "fewer": 14, "teacher": 3, "trainer": 5}
     assert ranks[1] == ranks[0], f"decoder forwards per rank: {ranks}"
 
 

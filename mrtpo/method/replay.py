@@ -137,14 +137,27 @@ def whole_parameters(*params):
 def teacher_hidden(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, blocks: list[dict[str, str]],
                    completion_ids: torch.Tensor, batch_size: int = 16) -> torch.Tensor:
     """(B, T, H) final hidden states of every response replayed under its P_all (``P_0 ⊕`` all its Z blocks; a
-    response without blocks under P_0), in eval mode and without gradients: OPSD's teacher."""
+    response without blocks under P_0), in eval mode and without gradients: OPSD's teacher. Many processes: as many
+    decoder forwards on each as on the one that needs most (:func:`in_step`), as in :func:`relevance`."""
     was_training = model.training
     model.eval()
     try:
-        contexts = [append_section(p, b) for p, b in zip(prompts, blocks)]
-        return replay_hidden(model, prompt_ids_of(contexts), list(completion_ids), pad_id, batch_size)
+        ids = prompt_ids_of([append_section(p, b) for p, b in zip(prompts, blocks)])
+        calls = decoder_calls(ids, batch_size)
+        agreed = agreed_max(calls, completion_ids.device)
+        hidden = replay_hidden(model, ids, list(completion_ids), pad_id, batch_size)
+        in_step(model, agreed - calls, pad_id, completion_ids.device)
+        return hidden
     finally:
         model.train(was_training)
+
+
+def in_step(model, missing: int, pad_id: int, device) -> None:
+    """``missing`` 1-token decoder forwards whose result is unused: under ZeRO-3 each decoder forward is a
+    collective every process must join, so a process with fewer rows to replay keeps in step with the others."""
+    dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=device)
+    for _ in range(missing):
+        model.get_decoder()(input_ids=dummy)
 
 
 @torch.no_grad()
@@ -203,9 +216,7 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
                 )
                 for n, i in enumerate(cmp):
                     q[rows[i][1], rows[i][2], : h.shape[1]] = js[n]
-            dummy = torch.full((1, 1), pad_id, dtype=torch.long, device=completion_ids.device)
-            for _ in range(agreed - calls):  # in step with the processes that replay more; the result is unused
-                model.get_decoder()(input_ids=dummy)
+            in_step(model, agreed - calls, pad_id, completion_ids.device)  # with the processes that replay more
         # inf/NaN logits make q NaN; such a response keeps uniform weights (its loss is then skipped)
         q = torch.nan_to_num(q, nan=0.0, posinf=0.0, neginf=0.0)
     finally:

@@ -28,7 +28,7 @@ from mrtpo.method.distillation import DIVERGENCES, distillation_loss
 from mrtpo.method.gtpo import GTPO_ALPHAS
 from mrtpo.method.regions import region_indicator
 from mrtpo.method.relevance import record_entropies
-from mrtpo.method.replay import relevance, safe_z_blocks, teacher_hidden
+from mrtpo.method.replay import relevance, safe_z_blocks, teacher_hidden, whole_parameters
 from mrtpo.method.trainer_logs import TrainerLogs
 
 
@@ -369,8 +369,9 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
             self._metrics["train"]["mrtpo/z_block_errors"].append(errors)
         teacher = self.teacher if self.teacher is not None else self.accelerator.unwrap_model(self.model)
         head = teacher.get_output_embeddings()
-        # 'current': the head that scored the samples, even if the policy moves before this batch's loss
-        self._teacher_head = (head.weight.detach().clone(), None if head.bias is None else head.bias.detach().clone())
+        # 'current': the head that scored the samples, even if the policy moves before this batch's loss (ZeRO-3: whole)
+        with whole_parameters(head.weight, head.bias):
+            self._teacher_head = (head.weight.detach().clone(), None if head.bias is None else head.bias.detach().clone())
         frozen = self.args.opsd_teacher == "initial" and self.teacher is None  # LoRA: the adapters off are the start
         # the training forward's precision, as the replay (bf16 on a GPU)
         with self.accelerator.autocast(), initial_policy(teacher) if frozen else contextlib.nullcontext():
