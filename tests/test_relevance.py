@@ -268,15 +268,31 @@ def test_zero3_partitioned_head_is_gathered_for_the_replay(monkeypatch):
         def __exit__(self, *exc):
             return False
 
+    import enum
+
+    class ZeroParamStatus(enum.Enum):
+        AVAILABLE = 1
+        NOT_AVAILABLE = 2
+
     fake = types.ModuleType("deepspeed")
     fake.zero = types.SimpleNamespace(GatheredParameters=Gathered)
+    partition = types.ModuleType("deepspeed.runtime.zero.partition_parameters")
+    partition.ZeroParamStatus = ZeroParamStatus
     monkeypatch.setitem(sys.modules, "deepspeed", fake)
+    monkeypatch.setitem(sys.modules, "deepspeed.runtime.zero.partition_parameters", partition)
     plain = torch.nn.Parameter(torch.ones(2))
     with whole_parameters(plain, None):
         pass
     assert entered == []  # ordinary parameters: nothing to gather
     shard = torch.nn.Parameter(torch.ones(0))
-    shard.ds_id = 7
+    shard.ds_id, shard.ds_status = 7, ZeroParamStatus.NOT_AVAILABLE
     with whole_parameters(shard, None):
         pass
     assert entered == [(1, None)]  # gathered read-only (no modifier rank)
+    with whole_parameters(shard, shard):  # tied: the head and the embedding are one parameter, gathered once
+        pass
+    assert entered[-1] == (1, None)
+    shard.ds_status = ZeroParamStatus.AVAILABLE  # already whole (the embedding holds it): left alone
+    with whole_parameters(shard, None):
+        pass
+    assert len(entered) == 2

@@ -124,13 +124,20 @@ def valid_lengths(mask: torch.Tensor) -> list[int]:
 
 def whole_parameters(*params):
     """A context in which ZeRO-3-partitioned parameters are whole (DeepSpeed gathers them, read-only); a no-op
-    for ordinary parameters. The replay reads the lm_head's weight directly, which ZeRO-3 leaves as an empty shard."""
-    params = [p for p in params if p is not None]
+    for ordinary parameters. The replay reads the lm_head's weight directly, which ZeRO-3 leaves as an empty shard.
+    A parameter passed twice is gathered once, and one already whole is left alone: with tied embeddings the head is
+    the embedding, which ZeRO-3 may hold available, and releasing it on exit would break the embedding's own
+    gather bookkeeping (TRL's ``maybe_gather_lm_head_ctx`` guards the same way)."""
+    params = list({id(p): p for p in params if p is not None}.values())
     if not any(hasattr(p, "ds_id") for p in params):
         return contextlib.nullcontext()
     import deepspeed
+    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
 
-    return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+    partitioned = [p for p in params if getattr(p, "ds_status", None) != ZeroParamStatus.AVAILABLE]
+    if not partitioned:
+        return contextlib.nullcontext()
+    return deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None)
 
 
 @torch.no_grad()
