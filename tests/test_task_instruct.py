@@ -355,3 +355,18 @@ def test_tricky_inputs_never_raise(task, text):
 @given(st.text(max_size=300) | st.lists(st.sampled_from(["<think>", "</think>", "\n", "*", "<<", ">>", "P.S.", '"', "a b", ","]), max_size=40).map("".join))
 def test_fuzzed_garbage_never_raises(task, text):
     _run_everything(task, text)
+
+
+def test_the_checkers_find_nltk_resources_in_the_data_folder_without_nltk_data(shared_data):
+    """A script run by hand has no NLTK_DATA (the Makefile sets it): IFEval's word count still finds punkt_tab."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from mrtpo.tasks.instruct.checkers import check_constraint as c; "
+            "print(c('one two three four. five six.', 'length_constraints:number_words', "
+            "{'relation': 'at least', 'num_words': 3}, 'p'))")
+    env = {k: v for k, v in os.environ.items() if k != "NLTK_DATA"}
+    env["HOME"] = os.environ.get("HOME", "/root")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
