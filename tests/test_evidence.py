@@ -487,6 +487,8 @@ def test_shift_and_comparison_sentences_count_what_the_intervals_say():
     assert open_questions.shift_sentence(shift, "sql") == (
         "sql: 1 of 2 rewards have a check-region ratio whose interval lies above 1 (largest: format 2.50 [1.80, 3.10]); "
         "the reasoning holds 20%–60% of a reward's shift.")
+    assert open_questions.shift_sentence(shift.assign(**{"reasoning share": 0.0}), "if").endswith(
+        "none of the shift lands in a <think> reasoning.")
     table = pd.DataFrame({"task": ["sql", "tool", "if", "x"], "shared seeds": [3, 3, 1, 0],
                           "sign": ["below 0", "holds 0", "one shared seed", "no runs of opsd"]})
     assert [open_questions.sign_of(lo, hi, n) for lo, hi, n in ((-0.2, -0.05, 3), (-0.1, 0.1, 3), (-0.3, -0.1, 1))] == \

@@ -148,9 +148,10 @@ def shift_sentence(table: pd.DataFrame, task: str) -> str:
         return f"{task}: no saved relevance profiles."
     above = table[table["lo"] > 1]
     top = table.loc[table["ratio"].idxmax()]
+    reasoning = (f"the reasoning holds {table['reasoning share'].min():.0%}–{table['reasoning share'].max():.0%} of a "
+                 "reward's shift" if table["reasoning share"].max() > 0 else "none of the shift lands in a <think> reasoning")
     return (f"{task}: {len(above)} of {len(table)} rewards have a check-region ratio whose interval lies above 1 "
-            f"(largest: {top['label']} {interval_text(top['ratio'], top['lo'], top['hi'], 2, sign='')}); the reasoning "
-            f"holds {table['reasoning share'].min():.0%}–{table['reasoning share'].max():.0%} of a reward's shift.")
+            f"(largest: {top['label']} {interval_text(top['ratio'], top['lo'], top['hi'], 2, sign='')}); {reasoning}.")
 
 
 def comparison_sentence(table: pd.DataFrame, better: str, worse: str) -> str:
