@@ -42,19 +42,21 @@ CHECKERS_VERSION = "if-verifiable==0.1.2"
 def registry() -> dict[str, type]:
     """The merged IFEval + IFBench instruction registry (imported on first use: it loads nltk and langdetect)."""
     import langdetect
-    import nltk
 
     from mrtpo.files.paths import data_root
 
-    # the checkers' nltk resources (punkt_tab, stopwords, the tagger) are found in the data folder's copy without
-    # NLTK_DATA set (the Makefile sets it; a script run by hand did not, and IFEval's word counts failed)
-    local = data_root() / "nltk_data"
-    if local.is_dir() and str(local) not in nltk.data.path:
-        nltk.data.path.append(str(local))
     # importing IFBench downloads its nltk resources when absent; offline, each failed download prints a few lines
     # of "[nltk_data] Error loading ..." on every page and log that checks a constraint. A resource the checkers do
-    # need and lack still fails where it is used, with nltk's own message naming it.
+    # need and lack still fails where it is used, with nltk's own message naming it. nltk is first imported inside
+    # the redirect: its downloader binds the stderr of that moment.
     with contextlib.redirect_stderr(io.StringIO()):
+        import nltk
+
+        # the checkers' resources (punkt_tab, stopwords, the tagger) are found in the data folder's copy without
+        # NLTK_DATA set (the Makefile sets it; a script run by hand did not, and IFEval's word counts failed)
+        local = data_root() / "nltk_data"
+        if local.is_dir() and str(local) not in nltk.data.path:
+            nltk.data.path.append(str(local))
         from if_verifiable.ifbench.instructions_registry import INSTRUCTION_DICT as ifbench
         from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT as ifeval
 
