@@ -93,7 +93,10 @@ real = {t: diagnose.diagnosis_localisation(t, real_model) for t in tasks}
 measured = [r.assign(task=t) for t, r in real.items() if r is not None and len(r)]
 if measured:
     display(localisation.concentration_table(pd.concat(measured, ignore_index=True)).round(3).set_index(["task", "reward"]))
-display(diagnose.mechanism_table(tasks, ["tiny", real_model]).round(3).set_index(["task", "model"]))
+mechanism = diagnose.mechanism_table(tasks, ["tiny", real_model]).set_index(["task", "model"])
+display(mechanism.drop(columns="verdict").T.round(3))  # one column per task and model: fits the page
+for (t, m), verdict in mechanism["verdict"].items():
+    print(f"{t}, {m}: {verdict}")
 missing = [t for t, r in real.items() if r is None]
 if missing:
     display(Markdown(f"Not measured with per-response rows for `{real_model}` yet: {', '.join(missing)} "
