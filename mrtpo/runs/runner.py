@@ -275,6 +275,7 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
 
     if (cfg.z_blocks is None) != (z_blocks is None):
         raise ValueError("train: pass the Z-block function whose key the config holds (and only then)")
+    peft_config = lora_config(cfg)
     require_benchmark_files(cfg)  # a paper-scale run missing a benchmark file fails now, not after training
     behaviour = record(cfg.task, folder_arm(dataclasses.asdict(cfg)))  # the behaviour of the code that trains it
     data, task, out = train_data(cfg), cfg.training_task, work / "trainer"
@@ -289,7 +290,7 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
     args, tokenizer = trainer_config(cfg, out, path), load_tokenizer(path)
     trainer = MRTPOTrainer(
         model=str(path), processing_class=tokenizer, reward_funcs=task.reward_funcs(), train_dataset=data,
-        args=args, z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions, peft_config=lora_config(cfg),
+        args=args, z_blocks=z_blocks or task.z_blocks, check_regions=task.read_regions, peft_config=peft_config,
     )
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     if cfg.lora_rank is None:
