@@ -13,8 +13,9 @@ Prompts are decoded in batches of ``--chunk`` sorted by prompt length (less padd
 depend on the batch). Restartable: finished responses are kept in ``responses.jsonl`` and not decoded again.
 
 Writes ``results/published_check/<model>-ifeval/``: ``responses.jsonl`` (prompt key, response, tokens, whether
-the length cap cut it), ``scores.json`` (the four accuracies, their average beside the published one, the cut
-responses' count and share, the settings, seconds and the machine).
+the length cap cut it, its share of its chunk's decoding seconds), ``scores.json`` (the four accuracies, their
+average beside the published one, the cut responses' count and share, the settings, the decoding seconds summed
+over the responses, the seconds of this call and the machine).
 
     python benchmarks/published_check.py [--model smollm2] [--max-new-tokens 256] [--chunk 32] [--threads 1]
 """
@@ -69,10 +70,12 @@ def main(argv=None) -> None:
     with open(done_path, "a") as fh:
         for i in tqdm(range(0, len(todo), args.chunk), desc="IFEval greedy", unit="chunk"):
             batch = todo[i : i + args.chunk]
-            for r, [(ids, text)] in zip(batch, sample(model, tokenizer, [r["prompt"] for r in batch], n=1,
-                                                       temperature=0.0, max_new_tokens=max_new)):
+            t = time.perf_counter()
+            decoded = sample(model, tokenizer, [r["prompt"] for r in batch], n=1, temperature=0.0, max_new_tokens=max_new)
+            seconds = (time.perf_counter() - t) / len(batch)  # the chunk's decoding time, shared by its rows
+            for r, [(ids, text)] in zip(batch, decoded):
                 done[r["key"]] = {"key": r["key"], "response": text, "tokens": len(ids), "cut": len(ids) >= max_new,
-                                  "max_new_tokens": max_new}
+                                  "max_new_tokens": max_new, "seconds": round(seconds, 2)}
                 fh.write(json.dumps(done[r["key"]]) + "\n")
             fh.flush()
     scores = evaluate([(r, done[r["key"]]["response"]) for r in rows])
@@ -82,6 +85,9 @@ def main(argv=None) -> None:
               "average_strict": average["strict"], "average_loose": average["loose"],
               "published_average": PUBLISHED.get(args.model), "cut_by_length": cut, "cut_share": cut / len(rows),
               "max_new_tokens": max_new, "decoding": "greedy", "chat_template": True,
+              # decoding time over every response (rows decoded before it was recorded have none: then null)
+              "decoding_seconds": (round(sum(done[r["key"]]["seconds"] for r in rows), 1)
+                                   if all("seconds" in done[r["key"]] for r in rows) else None),
               "seconds_this_call": round(time.perf_counter() - start, 1), "threads": args.threads,
               "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"}
     (out / "scores.json").write_text(json.dumps(record, indent=2) + "\n")

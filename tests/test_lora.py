@@ -77,15 +77,27 @@ def lora_trainer(policy, tmp_path, **overrides):
                         args=MRTPOConfig(**args), z_blocks=blocks, peft_config=LoraConfig(**LORA))
 
 
-def test_opsd_frozen_teacher_is_the_policy_with_its_adapters_off(smoke_policy, tmp_path):
+def test_opsd_frozen_teacher_is_the_policy_with_its_adapters_off(smoke_policy, tmp_path, monkeypatch):
+    import mrtpo.method.trainer as trainer_module
+
+    ids = torch.tensor([[5, 9, 12, 7, 30, 11]])
+    base = AutoModelForCausalLM.from_pretrained(smoke_policy[0]).eval()
+    seen, original = [], trainer_module.teacher_hidden
+
+    def watched(teacher, *args, **kwargs):  # what the teacher computes at the moment the trainer replays it
+        with torch.no_grad():
+            seen.append(teacher(input_ids=ids).logits)
+        return original(teacher, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "teacher_hidden", watched)
     trainer = lora_trainer(smoke_policy, tmp_path, advantage="opsd")
     assert trainer.teacher is None  # no copy of the weights: the starting policy is the adapters switched off
     trainer.train()
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert len(logs) == 2 and all(math.isfinite(h["loss"]) for h in logs) and logs[1]["opsd/divergence"] > 0
+    with torch.no_grad():  # both steps' teacher is the base, though the adapters moved after step 1
+        assert len(seen) == 2 and all(torch.allclose(s, base(input_ids=ids).logits, atol=1e-5) for s in seen)
     policy = trainer.accelerator.unwrap_model(trainer.model)
-    ids = torch.tensor([[5, 9, 12, 7, 30, 11]])
-    base = AutoModelForCausalLM.from_pretrained(smoke_policy[0]).eval()
     with torch.no_grad():
         adapted = policy(input_ids=ids).logits
         with initial_policy(policy):

@@ -367,7 +367,6 @@ def test_the_checkers_find_nltk_resources_in_the_data_folder_without_nltk_data(s
             "print(c('one two three four. five six.', 'length_constraints:number_words', "
             "{'relation': 'at least', 'num_words': 3}, 'p'))")
     env = {k: v for k, v in os.environ.items() if k != "NLTK_DATA"}
-    env["HOME"] = os.environ.get("HOME", "/root")
     for environment in (env, {**env, "NLTK_DATA": str(shared_data / "nltk_data")}):
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=300)
         assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]

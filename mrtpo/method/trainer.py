@@ -372,8 +372,8 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         # 'current': the head that scored the samples, even if the policy moves before this batch's loss (ZeRO-3: whole)
         with whole_parameters(head.weight, head.bias):
             self._teacher_head = (head.weight.detach().clone(), None if head.bias is None else head.bias.detach().clone())
-        frozen = self.args.opsd_teacher == "initial" and self.teacher is None  # LoRA: the adapters off are the start
-        # the training forward's precision, as the replay (bf16 on a GPU)
+        # the training forward's precision, as the replay (bf16 on a GPU); the initial teacher with LoRA: adapters off
+        frozen = self.args.opsd_teacher == "initial"
         with self.accelerator.autocast(), initial_policy(teacher) if frozen else contextlib.nullcontext():
             hidden = teacher_hidden(
                 teacher, lambda prompts: self._tokenize_prompts(prompts)[0], self._tokenizer.pad_token_id, sc.prompts,

@@ -338,8 +338,9 @@ def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
 
     from mrtpo.models.tokenizer import load_tokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(base if (checkpoint / "adapter_config.json").exists() else checkpoint)
-    if (checkpoint / "adapter_config.json").exists():
+    adapters = (checkpoint / "adapter_config.json").exists()  # a LoRA checkpoint holds the adapters alone
+    model = AutoModelForCausalLM.from_pretrained(base if adapters else checkpoint)
+    if adapters:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, checkpoint).merge_and_unload()
