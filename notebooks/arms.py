@@ -43,6 +43,7 @@ model = "tiny"  # registry name; "smoke" for tests
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 task = "sql"
 methods = ["gdpo", "mrtpo", "gdpo+saw", "opsd", "gdpo+constlen", "mrtpo+constlen"]  # arms shown
 sub_rewards = True  # also GDPO and MRTPO on the sub-verifier reward set, where the task has one
@@ -56,7 +57,7 @@ from mrtpo.tasks import get_task
 plan = report.check_model(task, model)
 metric = report.answer_metric(task)
 shown = methods + (["gdpo-sub_rewards", "mrtpo-sub_rewards"] if sub_rewards and "sub" in get_task(task).reward_sets else [])
-arms = evidence.arm_runs(task, shown, model, seeds, steps, force)
+arms = evidence.arm_runs(task, shown, model, seeds, steps, force, processes)
 runs = [r for rs in arms.values() for r in rs]
 evals = report.evaluations(runs)
 steps_df = report.metrics(runs)

@@ -26,6 +26,7 @@ model = "tiny"
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 task = "sql"
 controls = ["gdpo+constlen", "mrtpo+constlen"]  # fixed-length control arms, shown where their runs exist (never trained here)
 long_steps = 300  # claims.LONG_STEPS; GDPO and MRTPO run this long (benchmarks/book_runs.py, "convergence"): shown where finished, never trained here
@@ -34,7 +35,7 @@ long_steps = 300  # claims.LONG_STEPS; GDPO and MRTPO run this long (benchmarks/
 from mrtpo.analysis import claims, evidence, plots, report
 
 plan = report.check_model(task, model)
-arms = evidence.arm_runs(task, ["grpo", "gdpo", "mrtpo"], model, seeds, steps, force)
+arms = evidence.arm_runs(task, ["grpo", "gdpo", "mrtpo"], model, seeds, steps, force, processes)
 m = report.metrics([r for runs in arms.values() for r in runs])
 metric = report.answer_metric(task)
 reward_col = claims.training_reward_column(m, metric)

@@ -30,6 +30,7 @@ real_model = "smollm2"  # the real instruct model measured before training (mrtp
 seeds = [0]
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 tasks = ["sql", "tool", "if"]
 
 # %%
@@ -44,7 +45,7 @@ from mrtpo.analysis import diagnose, localisation, plots, report
 plan = report.check_model(tasks[0], model)
 frames, recipes, runs = [], {}, {}
 for task in tasks:
-    run = runs[task] = report.grid(task, ["mrtpo"], model, seeds, steps, force)[0]
+    run = runs[task] = report.grid(task, ["mrtpo"], model, seeds, steps, force, processes=processes)[0]
     loc = report.localisation(run)
     frames.append(loc.assign(task=task))
     recipes[task] = run.base_recipe["recipe"]["noise"] if run.base_recipe else "paper checkpoint"

@@ -32,6 +32,7 @@ real_model = "smollm2"  # the real instruct model whose step and sampling benchm
 seeds = [0]
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 tasks = ["sql", "tool", "if"]
 
 # %%
@@ -128,7 +129,7 @@ display(memory[["path", "input_dtype", "H", "chunk_positions", "positions_comput
 # %%
 rates = []
 for task in tasks:
-    m = report.metrics(report.grid(task, ["mrtpo"], model, seeds, steps, force))
+    m = report.metrics(report.grid(task, ["mrtpo"], model, seeds, steps, force, processes=processes))
     rates.append({"task": task, **report.replay_rates(m)})
 rates = pd.DataFrame(rates).set_index("task")
 shared = ["pairs replayed (of those that exist)", "rewards applying per response", "effective K", "replay share of step"]

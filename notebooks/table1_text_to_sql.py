@@ -20,17 +20,19 @@
 # for 100 steps and reports the six-benchmark average execution accuracy (mean ± std over 3 seeds).
 # Here the default is the embedded tiny policy on synthetic text-to-SQL; `-p model 7b` runs the paper's
 # configuration where the weights are available. Beside the paper's arms: OPSD (its Table 1 baseline) and the
-# entropy-weighted control: one variant of entropy credit, a symmetric within-response weighting of every reward's
-# advantage by the sampling policy's token entropy (w_t = (1 − β) + β h_t / h̄, the same for correct and wrong
-# responses, no replay). It asks whether relevance is more than this one form of uncertainty; it does not test
-# entropy-based token credit in general (GTPO, arXiv 2508.04349, normalises entropy across the group and treats
-# correct and wrong responses differently).
+# `entropy` arm, an entropy-weighted MRTPO placement control, not GTPO: MRTPO's within-response weights with q
+# replaced by the sampling policy's token entropy (w_t = (1 − β) + β h_t / h̄, shared by all rewards, the same for
+# correct and wrong responses, no replay). It asks whether relevance is more than this one form of uncertainty; it
+# does not test entropy-based token credit in general. GTPO (arXiv 2508.04349), which normalises entropy per position
+# across the group and treats correct and wrong responses differently, is the separate `gtpo` arm
+# (`advantages.gtpo_advantages`), not trained on this page.
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 3b, 7b; "smoke" is the test suite's size
 seeds = [0]  # RL seeds trained when missing (the paper: 3); every other finished seed of the same settings is shown too
 steps = None  # None: the registry's steps for this model (the paper: 100)
 force = False  # retrain instead of reusing cached run folders
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "sql"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
@@ -39,7 +41,7 @@ methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 from mrtpo.analysis import evidence, multiplicity, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
 paper = report.paper("table1_text_to_sql")
 metric = report.answer_metric(task)
 comparisons = evidence.book_comparisons("table1_text_to_sql", task)

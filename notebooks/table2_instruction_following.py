@@ -21,16 +21,18 @@
 # HIR-16K (not available offline) and reports a 7-metric mean. The tiny default trains on synthetic
 # multi-constraint prompts; the metric is the mean over constraint slots of the held-out satisfaction rate.
 # The paper's Table 2 has no OPSD row; OPSD (self-distillation with Z in the teacher's context) is trained here
-# as on the other two tasks, so MRTPO − OPSD has no paper claim to hold against; so is the entropy-weighted control,
-# one variant of entropy credit: a symmetric within-response weighting of every reward's advantage by the sampling
-# policy's token entropy (no replay). It tests relevance against this one form of uncertainty only, not against
-# entropy-based credit in general (e.g. GTPO's group-normalised, asymmetric one).
+# as on the other two tasks, so MRTPO − OPSD has no paper claim to hold against; so is the `entropy` arm, an
+# entropy-weighted MRTPO placement control (not GTPO): MRTPO's within-response weights with q replaced by the sampling
+# policy's token entropy, shared by all rewards (no replay). It tests relevance against this one form of uncertainty
+# only, not against entropy-based credit in general; GTPO's group-normalised, asymmetric credit is the separate
+# `gtpo` arm, not trained on this page.
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 4b, 7b; "smoke" is the test suite's size
 seeds = [0]  # RL seeds trained when missing (the paper: 5); every other finished seed of the same settings is shown too
 steps = None  # None: the registry's steps for this model (the paper: 300)
 force = False  # retrain instead of reusing cached run folders
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "if"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
@@ -39,7 +41,7 @@ methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 from mrtpo.analysis import evidence, multiplicity, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
 paper = report.paper("table2_instruction_following")
 metric = report.answer_metric(task)
 comparisons = evidence.book_comparisons("table2_instruction_following", task)

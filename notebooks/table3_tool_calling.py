@@ -20,16 +20,17 @@
 # checker judges it (Z blocks: the output template and the reference call). The paper trains
 # Qwen2.5-1.5B/3B on RLLA and evaluates on BFCL-v4 single turn. The tiny default trains and evaluates on
 # synthetic tool specs and queries. Beside the paper's arms: OPSD (the paper's Table 1 baseline, here on tool calling
-# too) and the entropy-weighted control, one variant of entropy credit: a symmetric within-response weighting of
-# every reward's advantage by the sampling policy's token entropy (no replay). It tests relevance against this one
-# form of uncertainty only, not against entropy-based credit in general (e.g. GTPO's group-normalised, asymmetric
-# one).
+# too) and the `entropy` arm, an entropy-weighted MRTPO placement control (not GTPO): MRTPO's within-response
+# weights with q replaced by the sampling policy's token entropy, shared by all rewards (no replay). It tests relevance
+# against this one form of uncertainty only, not against entropy-based credit in general; GTPO's group-normalised,
+# asymmetric credit is the separate `gtpo` arm, not trained on this page.
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 1.5b, 3b; "smoke" is the test suite's size
 seeds = [0]  # RL seeds trained when missing; every other finished seed of the same settings is shown too
 steps = None  # None: the registry's steps for this model
 force = False  # retrain instead of reusing cached run folders
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "tool"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
@@ -38,7 +39,7 @@ methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 from mrtpo.analysis import claims, evidence, multiplicity, plots, power_analysis, report
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
-table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial)
+table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
 paper = report.paper("table3_tool_calling")
 metric = report.answer_metric(task)
 comparisons = evidence.book_comparisons("table3_tool_calling", task)

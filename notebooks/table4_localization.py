@@ -29,6 +29,7 @@ real_model = "smollm2"  # the real instruct model measured before training (mrtp
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 task = "if"
 
 # %%
@@ -39,7 +40,7 @@ from IPython.display import Markdown
 from mrtpo.analysis import diagnose, evidence, localisation, plots, report
 
 plan = report.check_model(task, model)
-runs = evidence.arm_runs(task, ["mrtpo"], model, seeds, steps, force)["mrtpo"]
+runs = evidence.arm_runs(task, ["mrtpo"], model, seeds, steps, force, processes)["mrtpo"]
 loc = localisation.seeds_localisation(runs)
 loc["state"] = loc["reward_value"].map(localisation.STATES)
 verdicts = localisation.localisation_verdicts(loc)

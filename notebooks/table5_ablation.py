@@ -17,19 +17,21 @@
 # # Table 5: ablation — where does the gain come from, and what does it cost?
 #
 # GDPO, MRTPO (per-reward leave-one-out replay, K_x extra forwards), joint replay (one profile from P_all vs
-# P_0, one extra forward), shuffled positions (MRTPO's weight values at random positions), the entropy-weighted
-# control (a symmetric within-response weighting by the sampling policy's token entropy, shared by all rewards and
-# the same for correct and wrong responses: no replay at all),
+# P_0, one extra forward), shuffled positions (MRTPO's weight values at random positions), the `entropy` arm (an
+# entropy-weighted MRTPO placement control, not GTPO: MRTPO's within-response weights with q replaced by the sampling
+# policy's token entropy, shared by all rewards and the same for correct and wrong responses: no replay at all),
 # SAW alone (GDPO + SAW) and MRTPO + SAW. PAPER.md §6.3: of the paper's 1.60-point gain, 1.01 already comes from joint replay; so the
 # table shows each arm's cost beside its gain, and the entropy arm asks whether relevance is more than this one
-# form of uncertainty (one variant only: entropy credit that normalises across the group or treats correct and
-# wrong responses differently, as GTPO does, is not tested by it).
+# form of uncertainty (one variant only: entropy credit that normalises across the group and treats correct and
+# wrong responses differently, as GTPO does, is not tested by it; that is the separate `gtpo` arm,
+# `advantages.gtpo_advantages`, not in this table).
 
 # %% tags=["parameters"]
 model = "tiny"  # registry name: tiny (default), 7b (the paper's ablation model); "smoke" for tests
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 # None: all three tasks at the tiny sizes, text-to-SQL (the paper's Table 5) at any other scale
 tasks = None
 # the arms; each task trains those its verdict table compares (the sub-verifier arms: text-to-SQL only)
@@ -47,7 +49,7 @@ verdicts, noise, power, costs = [], [], [], {}
 family = multiplicity.book_family(model)  # every comparison the book reports: Holm's correction is over all of them
 for task in tasks:
     comparisons = evidence.book_comparisons("table5_ablation", task)
-    arms = evidence.arm_runs(task, [m for m in methods if m in comparisons.arms], model, seeds, steps, force)
+    arms = evidence.arm_runs(task, [m for m in methods if m in comparisons.arms], model, seeds, steps, force, processes)
     evals = report.evaluations([r for rs in arms.values() for r in rs])
     metric = report.answer_metric(task)
     # headline: the synthetic test split at temperature 1 (tiny); the first benchmark, greedy (real scale)

@@ -27,6 +27,7 @@ model = "tiny"
 seeds = [0]  # trained when missing; every other finished seed of the same settings is shown too
 steps = None
 force = False
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (8: the 7B on 8 GPUs)
 tasks = ["sql", "tool", "if"]
 betas = [0.25, 0.5, 0.75, 1.0]  # the paper's range, and 1.0 where the algebra predicts the plateau goes on
 
@@ -39,7 +40,7 @@ plan = report.check_model(tasks[0], model)
 tables, verdicts, curves = [], [], []
 family = multiplicity.book_family(model)  # every comparison the book reports: Holm's correction is over all of them
 for task in tasks:
-    arms = beta_sweep.beta_arms(task, betas, model, seeds, steps, force)
+    arms = beta_sweep.beta_arms(task, betas, model, seeds, steps, force, processes)
     table, verdict = beta_sweep.beta_table(arms, report.answer_metric(task), adjusted=multiplicity.adjusted(family, task))
     tables.append(table.assign(task=task))
     verdicts.append(verdict.assign(task=task))

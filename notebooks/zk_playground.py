@@ -29,6 +29,7 @@ task = "sql"  # any task: sql, tool, if
 example_index = 0
 train_steps = 10  # steps of the short training run with the custom Z_k (0: skip)
 force = False  # retrain the custom-Z_k run even when its folder exists
+processes = 1  # processes per training job: > 1 trains each missing run by accelerate launch (your Z_k function then lives in a module)
 
 # %%
 from transformers import AutoModelForCausalLM
@@ -89,7 +90,7 @@ shown
 from mrtpo.analysis import report
 
 if train_steps:
-    run = runs.run(task, "mrtpo", model, steps=train_steps, force=force, z_blocks=my_z_blocks)
+    run = runs.run(task, "mrtpo", model, steps=train_steps, force=force, processes=processes, z_blocks=my_z_blocks)
     print(run.path.name)
     display(run.metrics[["step", "reward", "mrtpo/effective_k", "mrtpo/s"]])
     display(report.summary(report.evaluations([run]), report.answer_metric(task)))

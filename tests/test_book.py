@@ -33,6 +33,16 @@ def test_every_notebook_is_planned_paired_and_has_one_parameters_cell():
         assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
 
 
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_each_notebook_and_its_jupytext_twin_say_the_same(name):
+    """An edit to one side only (a merge that touched the .ipynb) would leave readers of the .py another page."""
+    jupytext = pytest.importorskip("jupytext")
+    from_notebook = jupytext.writes(jupytext.read(ROOT / "notebooks" / f"{name}.ipynb"), fmt="py:percent")
+    twin = (ROOT / "notebooks" / f"{name}.py").read_text()
+    drop_header = lambda text: text.split("# ---\n", 2)[-1]  # noqa: E731  (jupytext's header: formats, versions)
+    assert drop_header(from_notebook) == drop_header(twin), f"jupytext --sync notebooks/{name}.py"
+
+
 @pytest.mark.timeout(1500)
 def test_smoke_book_builds_with_a_figure_and_a_table_per_notebook(tmp_path, monkeypatch):
     monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))

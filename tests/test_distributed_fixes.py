@@ -73,3 +73,78 @@ def test_a_nonfinite_loss_on_one_process_is_skipped_by_all(smoke_policy, tmp_pat
     assert [r["skipped"] for r in ranks] == [[0.0, 1.0], [0.0, 1.0]]
     for name, w in ranks[0]["weights"].items():
         assert torch.isfinite(w).all() and torch.equal(w, ranks[1]["weights"][name]), name
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_the_replay_floor_is_the_runs_precision(smoke_policy, tmp_path, monkeypatch, bf16):
+    """Item 7: the trainer hands the replay its compute precision, so a bf16 run's rounding floor is bf16's whether its
+    hidden states arrive in fp32 (autocast) or bf16 (ZeRO-3); an fp32 run keeps fp32's (the tiny runs unchanged)."""
+    from mrtpo.method import replay
+    from test_trainer import make_trainer
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("precision"))
+        return js_relevance(*args, **kwargs)
+
+    js_relevance = replay.js_relevance
+    monkeypatch.setattr(replay, "js_relevance", spy)
+    make_trainer(smoke_policy, tmp_path, steps=1, bf16=bf16).train()
+    assert seen and set(seen) == {torch.bfloat16 if bf16 else None}
+
+
+def test_a_launched_command_reads_back_as_the_same_run():
+    """Item 5: the kernel launches ``mrtpo train`` with every setting as JSON; the CLI resolves the same hash."""
+    from mrtpo.cli import _overrides, build_parser
+    from mrtpo.runs.config import BadRequest
+    from mrtpo.runs.launch import train_command
+    from mrtpo.runs.runner import locate, resolve
+
+    overrides = dict(mrtpo_beta=0.25, save_steps=5, learning_rate=1e-6, region_blend=0.5, rewards="default")
+    command = train_command("sql", "mrtpo+saw", "rehearsal", 3, 2, 2, overrides, gpu=False)
+    assert command[command.index("--num_processes") + 1] == "2" and "--multi_gpu" in command
+    args = build_parser().parse_args(command[command.index("mrtpo.cli") + 1:])
+    assert _overrides(args) == overrides
+    launched = resolve(args.task, args.method, args.model, args.seed, args.steps, **_overrides(args))
+    assert locate(launched)[1] == locate(resolve("sql", "mrtpo+saw", "rehearsal", 3, 2, **overrides))[1]
+    gpu = train_command("sql", "gdpo", "7b", 0, None, 8, {}, gpu=True)
+    assert gpu[gpu.index("--config_file") + 1].endswith("configs/accelerate/zero3_8gpu.yaml")
+
+    def my_blocks(prompts, completions, **kw):
+        return [{} for _ in completions]
+
+    with pytest.raises(BadRequest, match="cannot import"):
+        train_command("sql", "mrtpo", "smoke", 0, 1, 2, {"z_blocks": my_blocks})
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo multi-process check")
+def test_a_kernel_trains_a_missing_run_as_a_two_process_job(tmp_path, monkeypatch, capfd):
+    """Item 5: ``run(..., processes=2)`` from one process launches the job (two gloo processes, output streamed),
+    then reads the folder the job wrote: the hash of the same run on one process; asked again, it is reused."""
+    from mrtpo.runs.runner import locate, resolve, run
+
+    monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    first = run("sql", "gdpo", "smoke", steps=1, processes=2)
+    assert first.trained and first.path == locate(resolve("sql", "gdpo", "smoke", 0, 1))[2]
+    assert first.summary["processes"] == 2
+    assert "[rank1]" in capfd.readouterr().out  # the job's output reached this process as it came
+    again = run("sql", "gdpo", "smoke", steps=1, processes=2)
+    assert not again.trained and again.path == first.path
+
+
+def test_a_run_that_does_not_fit_refuses_with_the_plans_numbers(monkeypatch, tmp_path):
+    """Item 5: the plan's ``fits=False`` is checked before any weights load (the 7B on one 80 GB GPU: ~155 GiB)."""
+    from mrtpo.models import geometry
+    from mrtpo.runs.config import BadRequest
+    from mrtpo.runs.runner import resolve, trainer_config
+
+    seven_b = geometry.ARCHITECTURES["Qwen/Qwen2.5-Coder-7B-Instruct"]
+    one_gpu = geometry.plan_batches(32, 8, 1, arch=seven_b, budget_gib=80 * geometry.GPU_MEMORY_SHARE,
+                                    prompt_len=512, completion_len=1024)
+    assert one_gpu.fits is False
+    monkeypatch.setattr(geometry, "plan_for_job", lambda *a, **k: one_gpu)
+    with pytest.raises(BadRequest, match=r"does not fit: an estimated \d+(\.\d+)? GiB per device.*processes=8"):
+        trainer_config(resolve("sql", "gdpo", "smoke"), tmp_path)  # the plan is the 7B's on one GPU

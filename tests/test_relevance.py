@@ -112,15 +112,37 @@ def test_same_distribution_rounded_twice_in_bf16_gives_exactly_zero():
     assert (js_relevance(h.bfloat16(), hj.bfloat16(), lm_head=W, chunk_tokens=2) == 0).all()
 
 
+def test_a_bf16_runs_floor_does_not_change_with_the_dtype_its_hidden_states_arrive_in():
+    """Issue 43 item 7: DDP under autocast hands the replay fp32 hidden states, ZeRO-3's bf16 parameters bf16 ones.
+    Both carry bf16 rounding; with the run's precision the floor is bf16's either way (without it, fp32 inputs got
+    fp32's floor, ~1e-6 in q, and rounding noise counted as relevance)."""
+    g = torch.Generator().manual_seed(5)
+    W = torch.randn(QWEN_VOCAB, 32, generator=g) * 0.05
+    h = torch.randn(4, 32, generator=g) * 4
+    hj = h * (1 + torch.empty_like(h).uniform_(-(2**-8), 2**-8, generator=g))  # bf16-sized rounding differences
+    assert (js_relevance(h, hj, lm_head=W) > 0).all()  # read as fp32: noise becomes relevance
+    as_zero3 = js_relevance(h.bfloat16(), hj.bfloat16(), lm_head=W)
+    as_autocast = js_relevance(h, hj, lm_head=W, precision=torch.bfloat16)
+    assert (as_zero3 == 0).all() and (as_autocast == 0).all()
+    shifted = h.clone()
+    shifted[1] += 2.0  # a real shift survives the bf16 floor
+    assert js_relevance(h, shifted, lm_head=W, precision=torch.bfloat16)[1] > 0.01
+    # fp32 runs keep the fp32 floor: precision None and float32 are the same
+    assert torch.equal(js_relevance(h, hj, lm_head=W), js_relevance(h, hj, lm_head=W, precision=torch.float32))
+
+
 def test_floor_keeps_real_shifts_and_is_the_documented_formula():
     logits = _qwen_scale_logits(2, seed=4)
     shifted = logits.clone()
     shifted[:, logits[1].argmax()] += 2.0  # row 1: its most likely token gains 2 nats of logit
     for dtype in (torch.float32, torch.bfloat16):
         a, b = logits.to(dtype), shifted.to(dtype)
-        la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
-        js = js_divergence(la, lb)
-        floor = rounding_floor(la, lb, unit_roundoff(dtype) ** 2 / 3 * (a.float() ** 2 + b.float() ** 2))
+        # a row at a time, as js_relevance's chunks of 1 (a reduction over 2 rows may split across threads otherwise)
+        la = torch.cat([torch.log_softmax(a[i : i + 1].float(), -1) for i in range(2)])
+        lb = torch.cat([torch.log_softmax(b[i : i + 1].float(), -1) for i in range(2)])
+        js = torch.cat([js_divergence(la[i : i + 1], lb[i : i + 1]) for i in range(2)])
+        var = unit_roundoff(dtype) ** 2 / 3 * (a.float() ** 2 + b.float() ** 2)
+        floor = torch.cat([rounding_floor(la[i : i + 1], lb[i : i + 1], var[i : i + 1]) for i in range(2)])
         expected = torch.where(js > floor, (js / math.log(2)).sqrt(), torch.zeros_like(js))
         q = js_relevance(a, b, chunk_tokens=1)
         assert torch.equal(q, expected)

@@ -12,10 +12,10 @@ from mrtpo.analysis.report import delivered_reallocation, estimate, metrics
 from mrtpo.runs.results import Run
 
 
-def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False
-              ) -> dict[str, list[Run]]:
-    """MRTPO's runs at each beta (:func:`arm_runs`), keyed ``"beta 0.5"``."""
-    return arm_runs(task, [f"beta {b:g}" for b in betas], model, seeds, steps, force)
+def beta_arms(task: str, betas, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False,
+              processes: int = 1) -> dict[str, list[Run]]:
+    """MRTPO's runs at each beta (:func:`arm_runs`, ``processes`` as there), keyed ``"beta 0.5"``."""
+    return arm_runs(task, [f"beta {b:g}" for b in betas], model, seeds, steps, force, processes)
 
 
 def beta_table(arms: dict[str, list[Run]], metric: str, bound: float = 0.9, adjusted: pd.DataFrame | None = None

@@ -50,14 +50,14 @@ def finished(task: str, arm: str, model: str = "tiny", steps: int | None = None,
 
 
 def arm_runs(task: str, arms, model: str = "tiny", seeds=(0,), steps: int | None = None, force: bool = False,
-             **overrides) -> dict[str, list[Run]]:
+             processes: int = 1, **overrides) -> dict[str, list[Run]]:
     """Per arm (:func:`arm_settings`), its runs in seed order: the ``seeds`` asked for (trained or reused,
-    :func:`grid`) and every other seed already finished with the same settings. Tables show every seed present;
-    nothing else is trained."""
+    :func:`grid`; a missing one on ``processes`` processes, ``runner.run``) and every other seed already finished
+    with the same settings. Tables show every seed present; nothing else is trained."""
     out = {}
     for arm in arms:
         method, settings = arm_settings(arm)
-        asked = grid(task, [method], model, seeds, steps, force, **settings, **overrides)
+        asked = grid(task, [method], model, seeds, steps, force, processes=processes, **settings, **overrides)
         by_seed = {r.seed: r for r in finished(task, arm, model, steps, **overrides) + asked}
         out[arm] = [by_seed[s] for s in sorted(by_seed)]
     return out
@@ -337,17 +337,18 @@ def main_view(table: pd.DataFrame, paper_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def main_table(task: str, model: str, seeds, steps=None, force: bool = False, methods=("grpo", "gdpo", "mrtpo"),
-               dial: float | None = None):
+               dial: float | None = None, processes: int = 1):
     """Main-table runs of one task: (table, evaluations, figure, arms). The table has a first row "base" (the
     untrained base policy, :func:`mrtpo.runs.runner.base_evaluation`: one evaluation, so no spread over seeds) and one row
     per method with the held-out answer metric at temperature 1 (mean, std and s.e. over every seed present, the
     seeds) and greedy, and the evaluation's own s.e. (:func:`run_eval_se`, mean over the method's runs); ``arms``
     maps each method to its runs (:func:`arm_runs`), for :func:`verdict_table`. ``dial``: every run starts from the
-    testbed's dial base at that setting (``RunConfig.dial``) instead of the default base."""
+    testbed's dial base at that setting (``RunConfig.dial``) instead of the default base; ``processes``: as
+    :func:`arm_runs`."""
     from mrtpo.analysis import plots
 
     on_dial = {} if dial is None else {"dial": dial}
-    arms = arm_runs(task, methods, model, seeds, steps, force, **on_dial)
+    arms = arm_runs(task, methods, model, seeds, steps, force, processes, **on_dial)
     base = runner.base_evaluation(task, model, **on_dial)
     evals = evaluations([base] + [r for runs in arms.values() for r in runs])
     metric = answer_metric(task)

@@ -76,6 +76,7 @@ def js_relevance(
     lm_head_bias: torch.Tensor | None = None,
     temperature: float = 1.0,
     chunk_tokens: int = 1024,
+    precision: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Relevance ``q_t = sqrt(JS(p_t^all || p_t^minus) / ln 2)`` at every position, in [0, 1], with a rounding floor.
 
@@ -97,9 +98,12 @@ def js_relevance(
     evenly over the H dimensions), tau the temperature. In fp32 the floor is ~1e-6 in q; in bf16 it is
     ~1e-3..1e-2 (hidden states) and up to ~0.05 (bf16 logits, whose spacing near |x| = 20 is 0.125). A response
     whose every position is under the floor has qbar = 0 and so ``w = 1`` exactly (``advantages.token_weights``).
+    ``precision``, the dtype the forwards that made the inputs computed in, raises u to its roundoff: a bf16 run's
+    hidden states carry bf16 rounding whether they arrive in fp32 (autocast) or bf16 (ZeRO-3's bf16 parameters),
+    so its q, sparsity and concentration do not change with the launcher.
     """
     lead = all_.shape[:-1]
-    u = max(unit_roundoff(all_.dtype), unit_roundoff(minus.dtype))
+    u = max(unit_roundoff(all_.dtype), unit_roundoff(minus.dtype), unit_roundoff(precision or torch.float32))
     out = torch.zeros(lead.numel(), dtype=torch.float32, device=all_.device)
     keep = mask.reshape(-1).bool() if mask is not None else torch.ones(lead.numel(), dtype=torch.bool, device=all_.device)
     rows = keep.nonzero(as_tuple=True)[0]

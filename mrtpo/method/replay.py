@@ -171,13 +171,14 @@ def in_step(model, missing: int, pad_id: int, device) -> None:
 def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, blocks: list[dict[str, str]],
               completion_ids: torch.Tensor, completion_mask: torch.Tensor, need: torch.Tensor, reward_names: list[str],
               joint: bool = False, temperature: float = 1.0, batch_size: int = 16,
-              chunk_tokens: int = 1024) -> tuple[torch.Tensor, int]:
+              chunk_tokens: int = 1024, precision: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
     """(q, sequences replayed): q (B, K, T), or (B, 1, T) for the joint replay, from leave-one-out replays.
 
     Per response j: P_all once, plus P_minus[k] for each reward k with ``need[j, k]`` and a Z block (joint:
     P_none once). ``q_t = sqrt(JS(p_t^all || p_t^cmp) / ln 2)`` at ``temperature``. The rows of one training
     prompt's responses are replayed together (``replay_hidden``: their shared prompt prefix once, the rest packed
-    ``batch_size`` rows at a time). Non-finite logits give q = 0 (uniform weights).
+    ``batch_size`` rows at a time). Non-finite logits give q = 0 (uniform weights). ``precision``: the forwards'
+    compute dtype, which sets the rounding floor (``js_relevance``).
 
     Many processes: every process makes the same number of decoder forwards and the same output-head gather (the
     most any process needs, ``collective.agreed_max``; a process with fewer rows, or none, adds 1-token dummy
@@ -220,6 +221,7 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
                 js = js_relevance(
                     h[[rows[i][3] for i in cmp]], h[cmp], completion_mask[[rows[i][1] for i in cmp], : h.shape[1]],
                     lm_head=head.weight, lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
+                    precision=precision,
                 )
                 for n, i in enumerate(cmp):
                     q[rows[i][1], rows[i][2], : h.shape[1]] = js[n]

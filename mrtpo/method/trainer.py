@@ -210,8 +210,7 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         self.replay_forwards = 0  # sequences replayed so far (tests count them)
         self.pending_profiles: list[dict] = []  # written by ProfileWriter at the end of the step
         self._scored: Scored | None = None
-        self._step_time: dict[str, float] = {}
-        self._nonfinite = False
+        self._step_time, self._nonfinite = {}, False  # seconds per phase of this step; a skipped non-finite loss
         self.add_callback(ProfileWriter(self))
 
     # -- TRL hooks: score -> replay -> advantages -> TRL's loss ------------------------------------------------
@@ -354,6 +353,7 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
                 self._tokenizer.pad_token_id, sc.prompts, blocks, out["completion_ids"], out["completion_mask"],
                 need, self.reward_func_names, joint=joint, temperature=self.temperature,
                 batch_size=self.args.replay_batch_size, chunk_tokens=self.args.replay_chunk_tokens,
+                precision={"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.accelerator.mixed_precision),
             )
         self.replay_forwards += forwards
         self._metrics["train"]["mrtpo/replay_forwards_per_response"].append(forwards / B)

@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from mrtpo.method.advantages import DISTILLING
 from mrtpo.models.registry import model_spec
+from mrtpo.runs.launch import CONFIGS, accelerate_args
 from mrtpo.tasks import Task
 
 
@@ -41,10 +42,8 @@ def dry_run(task: Task, name: str = "tiny", method: str = "mrtpo", print_plan: b
         **{k: v for k, v in asdict(spec).items() if k not in ("checkpoint", "steps", "prompts_per_step",
                                                               "num_generations", "seeds", "choices", "params")},
         "gpus": gpus,
-        "launch": ("accelerate launch --config_file configs/accelerate/zero3_8gpu.yaml" if gpus > 1 else
-                   "accelerate launch --config_file configs/accelerate/one_gpu.yaml")
-                  + (f" --num_processes {gpus}" if gpus not in (1, 8) else "")
-                  + f" -m mrtpo.cli train --task {task.name} --model {name} --method {method}",
+        "launch": " ".join(["accelerate launch", *(a.replace(f"{CONFIGS.parents[1]}/", "") for a in accelerate_args(gpus, True)),
+                            f"-m mrtpo.cli train --task {task.name} --model {name} --method {method}"]),
         "geometry": geometry.as_dict(),
         "memory_note": (f"estimate per GPU at {gpu_memory_gib:g} GiB x {GPU_MEMORY_SHARE}, prompts ~{prompt_len} tokens; "
                         "terms and assumptions: mrtpo.models.geometry.memory_estimate" if arch else

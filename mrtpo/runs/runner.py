@@ -32,6 +32,7 @@ from mrtpo.method.advantages import TOKEN_LEVEL
 from mrtpo.runs.config import OPTIONAL_FIELDS, BadRequest, RunConfig, resolve
 from mrtpo.runs.evaluation import benchmarks, eval_rows, evaluate, require_benchmark_files
 from mrtpo.runs.behaviour import BASE_ARM, folder_arm, is_stale, record
+from mrtpo.runs.launch import launch_run, require_fit, train_command
 from mrtpo.models.geometry import job_processes
 from mrtpo.files.folders import (
     copy_tokenizer,
@@ -189,13 +190,14 @@ def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overr
 
 
 def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, force: bool = False,
-        **overrides) -> Run:
+        processes: int = 1, **overrides) -> Run:
     """Train ``method`` on ``task`` with ``model``, evaluate, write the run folder; reuse it when it exists.
 
     ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``rewards="sub"``, ``dial=0.2``, ...) or any
     other ``MRTPOConfig`` field. ``z_blocks=fn``: train with your own Z blocks (a function with a reward function's
     signature returning ``{reward name: text}`` per response); its source is part of the run's key. ``force``
-    retrains from scratch and replaces the folder.
+    retrains from scratch and replaces the folder. ``processes`` > 1 from one process (a notebook's kernel): a
+    missing folder is trained by ``accelerate launch`` on that many processes (``mrtpo.runs.launch``), same hash.
     """
     z_blocks = overrides.get("z_blocks")
     if z_blocks is not None and not callable(z_blocks):
@@ -209,6 +211,9 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
         force = True
     check_writable(folder.parent)  # read-only or full: fail now, not after training
     work = cache_root() / "work" / digest
+    if processes > 1 and job_processes() == 1:  # the kernel asks for a multi-process job: launch it, read its folder
+        launch_run(folder, force, train_command(cfg.task, method, model, seed, steps, processes, overrides))
+        return Run(folder, trained=True)
     if job_processes() > 1:
         return _run_multiprocess(cfg, ident, digest, work, folder, force)
     with locked(cache_root() / "work" / f"{digest}.lock"):
@@ -255,6 +260,7 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
     gpu = torch.cuda.is_available()
     plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
                         kl=cfg.kl_beta > 0, frozen_teacher=cfg.frozen_teacher)
+    require_fit(plan, cfg.model, cfg.spec.checkpoint)
     return MRTPOConfig(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, opsd=cfg.opsd, mrtpo_beta=cfg.mrtpo_beta,
         region_blend=cfg.region_blend, beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
@@ -308,7 +314,7 @@ def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
         "weights_sha256": weights_hash(final),
         "train_runtime_s": round(result.metrics.get("train_runtime", math.nan), 2),
         # what the time was measured under: the CPU is shared with whatever else ran (runs before these keys lack them)
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads(), "processes": job_processes(),
         "load_average_15min": round(os.getloadavg()[2], 2),
         "resumed_from_step": int(resume.name.split("-")[1]) if resume else None,
         "base_model": portable(str(path)),
