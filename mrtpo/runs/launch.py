@@ -89,10 +89,8 @@ def run_streaming(command: list[str], cwd: str | Path | None = None) -> None:
         raise RuntimeError(f"the launched run failed (exit {proc.returncode}): {' '.join(command)}\n{last}")
 
 
-def launch_run(folder: Path, force: bool, command: list[str]) -> None:
+def launch_run(folder: Path, command: list[str]) -> None:
     """Train a run folder by ``command`` (``train_command``), streaming its output; fails unless the job wrote it."""
-    if force:
-        raise BadRequest("force=True is not supported on several processes: delete the run folder instead")
     run_streaming(command)
     if not folder.is_dir():
         raise RuntimeError(f"the launched run finished without writing {folder}: it computed another hash")

@@ -190,7 +190,7 @@ def base_evaluation(task: str, model: str = "tiny", force: bool = False, **overr
 
 
 def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, force: bool = False,
-        processes: int = 1, **overrides) -> Run:
+        processes: int = 1, **overrides) -> Run | None:
     """Train ``method`` on ``task`` with ``model``, evaluate, write the run folder; reuse it when it exists.
 
     ``overrides``: any ``RunConfig`` field (``mrtpo_beta=``, ``saw=True``, ``rewards="sub"``, ``dial=0.2``, ...) or any
@@ -198,6 +198,7 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     signature returning ``{reward name: text}`` per response); its source is part of the run's key. ``force``
     retrains from scratch and replaces the folder. ``processes`` > 1 from one process (a notebook's kernel): a
     missing folder is trained by ``accelerate launch`` on that many processes (``mrtpo.runs.launch``), same hash.
+    Inside a multi-process job, processes other than 0 get None: process 0 evaluates and writes the folder.
     """
     z_blocks = overrides.get("z_blocks")
     if z_blocks is not None and not callable(z_blocks):
@@ -211,11 +212,13 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
         force = True
     check_writable(folder.parent)  # read-only or full: fail now, not after training
     work = cache_root() / "work" / digest
+    if force and max(processes, job_processes()) > 1:
+        raise BadRequest("force=True is not supported on several processes: delete the run folder instead")
     if processes > 1 and job_processes() == 1:  # the kernel asks for a multi-process job: launch it, read its folder
-        launch_run(folder, force, train_command(cfg.task, method, model, seed, steps, processes, overrides))
+        launch_run(folder, train_command(cfg.task, method, model, seed, steps, processes, overrides))
         return Run(folder, trained=True)
     if job_processes() > 1:
-        return _run_multiprocess(cfg, ident, digest, work, folder, force)
+        return _run_multiprocess(cfg, ident, digest, work, folder)
     with locked(cache_root() / "work" / f"{digest}.lock"):
         if folder.is_dir() and not force and not is_stale(folder):  # another process finished it while we waited
             return Run(folder)
@@ -226,15 +229,13 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     return Run(folder, trained=True)
 
 
-def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, folder: Path, force: bool) -> Run:
+def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, folder: Path) -> Run | None:
     """A run launched on several processes (``torchrun``, ``accelerate launch``): every process trains (no lock:
     a process waiting on it would stall the others' collectives); process 0 then evaluates the saved final weights
     alone and writes the folder (the weights hash is taken from the saved weights, whole even under ZeRO-3).
-    The other processes return as soon as training ends; their ``Run`` points at the folder process 0 writes."""
+    The other processes return None as soon as training ends (the folder is process 0's to write)."""
     from mrtpo.models.geometry import job_rank
 
-    if force:
-        raise BadRequest("force=True is not supported on several processes: delete the run folder instead")
     with locked(cache_root() / "work" / f"{digest}.base.lock"):  # one process builds a missing base, the others wait
         base_path(cfg)
     summary = train(cfg, work)
@@ -243,7 +244,8 @@ def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, fold
 
         summary["weights_sha256"] = weights_hash(AutoModelForCausalLM.from_pretrained(work / "final"))
         _write_folder(cfg, ident, digest, work, summary, folder)
-    return Run(folder, trained=True)
+        return Run(folder, trained=True)
+    return None
 
 
 def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = None):
