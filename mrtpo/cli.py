@@ -110,14 +110,6 @@ def _import_function(path: str):
         raise BadRequest(f"--z-blocks {path}: {exc}") from None
 
 
-def _print_eval(results: dict) -> None:
-    for bench, res in results.items():
-        for decoding, metrics in res.items():
-            if isinstance(metrics, dict):
-                cells = "  ".join(f"{k}={v:.3f}" for k, v in metrics.items() if isinstance(v, (int, float)))
-                print(f"{bench:22s} {decoding:7s} {cells}")
-
-
 def cmd_train(args) -> None:
     from mrtpo.runs.runner import run
 
@@ -127,7 +119,7 @@ def cmd_train(args) -> None:
     r = run(args.task, args.method, args.model, args.seed, args.steps, force=args.force, **overrides)
     if job_rank() == 0:  # on several processes, process 0 evaluates and writes the folder
         print(("trained: " if r.trained else "reused: ") + str(r.path))
-        _print_eval(r.eval)
+        print(*r.eval_lines(), sep="\n")
 
 
 def cmd_eval(args) -> None:
@@ -138,13 +130,13 @@ def cmd_eval(args) -> None:
         overrides.pop("mrtpo_beta", None)
         r = base_evaluation(args.task, args.model, **overrides)
         print(r.path)
-        _print_eval(r.eval)
+        print(*r.eval_lines(), sep="\n")
         return
     r = find(args.task, args.method, args.model, args.seed, args.steps, **_overrides(args))
     if r is None:
         raise SystemExit("no finished run with these arguments; train it first with `mrtpo train` and the same arguments")
     print(r.path)
-    _print_eval(r.eval)
+    print(*r.eval_lines(), sep="\n")
 
 
 def cmd_runs(args) -> None:
@@ -343,10 +335,11 @@ def main(argv: list[str] | None = None) -> None:
     from mrtpo.runs.behaviour import StaleComparison
     from mrtpo.files.manifest import ResultsNotWritable, RunFolderAltered
     from mrtpo.models.spec import ModelNotAvailable
+    from mrtpo.models.geometry import DoesNotFit
 
     try:
         args.func(args)
-    except (BadRequest, ModelNotAvailable, ResultsNotWritable, RunFolderAltered, StaleComparison) as exc:  # one clear message, no stack trace
+    except (BadRequest, DoesNotFit, ModelNotAvailable, ResultsNotWritable, RunFolderAltered, StaleComparison) as exc:  # one clear message, no stack trace
         sys.exit(f"mrtpo: error: {exc}")
 
 

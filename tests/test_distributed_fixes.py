@@ -138,7 +138,6 @@ def test_a_kernel_trains_a_missing_run_as_a_two_process_job(tmp_path, monkeypatc
 def test_a_run_that_does_not_fit_refuses_with_the_plans_numbers(monkeypatch, tmp_path):
     """Item 5: the plan's ``fits=False`` is checked before any weights load (the 7B on one 80 GB GPU: ~155 GiB)."""
     from mrtpo.models import geometry
-    from mrtpo.runs.config import BadRequest
     from mrtpo.runs.runner import resolve, trainer_config
 
     seven_b = geometry.ARCHITECTURES["Qwen/Qwen2.5-Coder-7B-Instruct"]
@@ -146,5 +145,5 @@ def test_a_run_that_does_not_fit_refuses_with_the_plans_numbers(monkeypatch, tmp
                                     prompt_len=512, completion_len=1024)
     assert one_gpu.fits is False
     monkeypatch.setattr(geometry, "plan_for_job", lambda *a, **k: one_gpu)
-    with pytest.raises(BadRequest, match=r"does not fit: an estimated \d+(\.\d+)? GiB per device.*processes=8"):
+    with pytest.raises(geometry.DoesNotFit, match=r"does not fit: an estimated \d+(\.\d+)? GiB per device.*processes=8"):
         trainer_config(resolve("sql", "gdpo", "smoke"), tmp_path)  # the plan is the 7B's on one GPU

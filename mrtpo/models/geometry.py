@@ -25,6 +25,11 @@ from pathlib import Path
 from mrtpo.models.smollm2 import CHECKPOINT as SMOLLM2_CHECKPOINT
 
 GIB = 2**30
+
+
+class DoesNotFit(ValueError):
+    """A run whose estimated peak memory per device exceeds the device's budget (``BatchPlan.require_fit``)."""
+
 #: share of a GPU's memory the plan may use (the rest: CUDA context, allocator fragmentation, NCCL buffers)
 GPU_MEMORY_SHARE = 0.9
 
@@ -93,6 +98,19 @@ class BatchPlan:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "completions_per_step": self.completions_per_step}
+
+    def require_fit(self, model: str) -> None:
+        """Refuse a plan whose estimate exceeds the budget even at micro-batch 1 (``fits`` False), with its numbers
+        and the way out, before any weights load."""
+        if self.fits is not False:
+            return
+        terms = ", ".join(f"{k} {v:g}" for k, v in (self.memory_terms_gib or {}).items())
+        raise DoesNotFit(
+            f"{model} does not fit: an estimated {self.memory_gib_per_device:g} GiB per device on {self.num_processes} "
+            f"process(es) even at micro-batch 1 (GiB: {terms}; mrtpo.models.geometry). Train it on more GPUs: "
+            "processes=8 in a notebook, or accelerate launch --config_file configs/accelerate/zero3_8gpu.yaml -m "
+            "mrtpo.cli train ... (mrtpo plan --gpus 8 shows the plan)"
+        )
 
 
 def memory_estimate(arch: Architecture, micro: int, rollout_rows: int, prompt_len: int, completion_len: int,

@@ -1,10 +1,10 @@
-"""Runs on several processes from one kernel: ``accelerate launch`` of ``mrtpo train``, and the one-device fit check.
+"""Runs on several processes from one kernel: ``accelerate launch`` of ``mrtpo train``.
 
 A notebook trains in its kernel, one process. A scale that needs more — the 7B's full fine-tuning on eight GPUs under
 ZeRO-3, or ``processes=2`` gloo processes on a CPU to rehearse it — is trained by ``accelerate launch`` with the
 plan's config (``accelerate_args``), running ``mrtpo train`` with the same settings (``train_command``): the folder
 gets the hash of the same run launched by hand, and the kernel reads it. The job's output streams into the kernel
-as it comes. A run that one device cannot hold refuses before loading any weights (``require_fit``).
+as it comes.
 """
 
 from __future__ import annotations
@@ -94,17 +94,3 @@ def launch_run(folder: Path, command: list[str]) -> None:
     run_streaming(command)
     if not folder.is_dir():
         raise RuntimeError(f"the launched run finished without writing {folder}: it computed another hash")
-
-
-def require_fit(plan, model: str, checkpoint: str) -> None:
-    """Refuse a run whose estimated peak memory per device exceeds the device's budget (``BatchPlan.fits`` False),
-    with the plan's numbers and the way out, before any weights load."""
-    if plan.fits is not False:
-        return
-    terms = ", ".join(f"{k} {v:g}" for k, v in (plan.memory_terms_gib or {}).items())
-    raise BadRequest(
-        f"{model} ({checkpoint}) does not fit: an estimated {plan.memory_gib_per_device:g} GiB per device on "
-        f"{plan.num_processes} process(es) even at micro-batch 1 (GiB: {terms}; mrtpo.models.geometry). Train it on "
-        "more GPUs: processes=8 in a notebook, or accelerate launch --config_file configs/accelerate/zero3_8gpu.yaml "
-        "-m mrtpo.cli train ... (mrtpo plan --gpus 8 shows the plan)"
-    )

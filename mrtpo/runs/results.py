@@ -60,6 +60,14 @@ class Run:
     def eval(self) -> dict:
         return json.loads((self.path / "eval.json").read_text())
 
+    def eval_lines(self) -> list[str]:
+        """The evaluation, a line per benchmark x decoding with its ``metric=value`` cells (``mrtpo train / eval``)."""
+        def cells(metrics: dict) -> str:
+            return "  ".join(f"{k}={v:.3f}" for k, v in metrics.items() if isinstance(v, (int, float)))
+
+        return [f"{bench:22s} {decoding:7s} {cells(metrics)}"
+                for bench, res in self.eval.items() for decoding, metrics in res.items() if isinstance(metrics, dict)]
+
     @property
     def summary(self) -> dict:
         return json.loads((self.path / "summary.json").read_text())

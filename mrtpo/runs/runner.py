@@ -32,7 +32,7 @@ from mrtpo.method.advantages import TOKEN_LEVEL
 from mrtpo.runs.config import OPTIONAL_FIELDS, BadRequest, RunConfig, resolve
 from mrtpo.runs.evaluation import benchmarks, eval_rows, evaluate, require_benchmark_files
 from mrtpo.runs.behaviour import BASE_ARM, folder_arm, is_stale, record
-from mrtpo.runs.launch import launch_run, require_fit, train_command
+from mrtpo.runs.launch import launch_run, train_command
 from mrtpo.models.geometry import job_processes
 from mrtpo.files.folders import (
     copy_tokenizer,
@@ -262,7 +262,7 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
     gpu = torch.cuda.is_available()
     plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
                         kl=cfg.kl_beta > 0, frozen_teacher=cfg.frozen_teacher)
-    require_fit(plan, cfg.model, cfg.spec.checkpoint)
+    plan.require_fit(f"{cfg.model} ({cfg.spec.checkpoint})")
     return MRTPOConfig(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, opsd=cfg.opsd, mrtpo_beta=cfg.mrtpo_beta,
         region_blend=cfg.region_blend, beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
