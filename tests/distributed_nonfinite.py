@@ -1,5 +1,6 @@
-"""Run by test_distributed_fixes.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): a non-finite loss on one
-process skips the micro-batch on every process, without hanging the others (issue 43, 6).
+"""Run by test_distributed_fixes.py under ``torchrun --nproc_per_node 2`` (gloo, CPU), and by test_zero3.py under
+DeepSpeed ZeRO-3: a non-finite loss on one process skips the micro-batch on every process, without hanging the
+others (issue 43, 6).
 
 Two GRPO steps of MRTPOTrainer on the smoke policy; at the second step (global step 1) rank 1's loss is made NaN
 (its graph kept, as a broken forward's would be). Each process writes the ``mrtpo/skipped_nonfinite`` it logged at
@@ -12,6 +13,7 @@ import torch
 from datasets import Dataset
 
 from mrtpo import MRTPOConfig, MRTPOTrainer
+from mrtpo.method.replay import whole_parameters
 
 policy, out_path = sys.argv[1], sys.argv[2]
 torch.set_num_threads(1)
@@ -39,6 +41,8 @@ data = Dataset.from_list([{"prompt": f"question {i} about the alphabet a b c"} f
 trainer = NaNOnRank1(model=policy, reward_funcs=[parity], train_dataset=data, args=args)
 trainer.train()
 skipped = [h["mrtpo/skipped_nonfinite"] for h in trainer.state.log_history if "mrtpo/skipped_nonfinite" in h]
-weights = {k: v.detach().clone() for k, v in trainer.accelerator.unwrap_model(trainer.model).state_dict().items()}
+model = trainer.accelerator.unwrap_model(trainer.model)
+with whole_parameters(*model.parameters()):  # under ZeRO-3 the state dict holds empty shards: read them gathered
+    weights = {k: v.detach().clone() for k, v in model.named_parameters()}
 torch.save({"skipped": skipped, "weights": weights}, f"{out_path}.{rank}")
 print(f"rank {rank} skipped_nonfinite per step: {skipped}", flush=True)

@@ -4,6 +4,7 @@ process, and a non-finite loss on one process skipped by all. (The logged concen
 because CUDA's raises under deterministic algorithms, only a GPU can show.)"""
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -147,3 +148,61 @@ def test_a_run_that_does_not_fit_refuses_with_the_plans_numbers(monkeypatch, tmp
     monkeypatch.setattr(geometry, "plan_for_job", lambda *a, **k: one_gpu)
     with pytest.raises(geometry.DoesNotFit, match=r"does not fit: an estimated \d+(\.\d+)? GiB per device.*processes=8"):
         trainer_config(resolve("sql", "gdpo", "smoke"), tmp_path)  # the plan is the 7B's on one GPU
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo multi-process check")
+def test_two_processes_killed_after_a_checkpoint_resume_to_the_uninterrupted_run(tmp_path):
+    """Item 3 on two processes: the job is killed (SIGKILL to both) once a checkpoint is complete, the same command
+    runs again and resumes from it: its weights equal those of the job that was never interrupted."""
+    import signal
+    import time
+
+    import psutil
+
+    from mrtpo.runs.launch import free_port
+    from mrtpo.runs.runner import locate, resolve
+
+    settings = dict(prompts_per_step=2, num_generations=4, max_completion_length=16, eval_prompts=4, eval_samples=2,
+                    train_size=16, save_steps=1)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()), "-m",
+               "mrtpo.cli", "train", "--task", "sql", "--method", "mrtpo", "--model", "smoke", "--steps", "3",
+               "--seed", "3", "--set", *(f"{k}={v}" for k, v in settings.items())]
+    digest = locate(resolve("sql", "mrtpo", "smoke", 3, 3, **settings))[1]
+
+    def job(name: str) -> subprocess.Popen:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MRTPO_RESULTS": str(tmp_path / name / "results"),
+               "MRTPO_CACHE": str(tmp_path / name / "cache")}
+        log = open(tmp_path / f"{name}.log", "a")  # a pipe nobody reads would fill and stall the job
+        return subprocess.Popen(command, env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def summary(name: str) -> dict:
+        (folder,) = (tmp_path / name / "results" / "runs" / "sql" / "smoke").iterdir()
+        return json.loads((folder / "summary.json").read_text())
+
+    whole = job("whole")
+    assert whole.wait(timeout=300) == 0, (tmp_path / "whole.log").read_text()[-3000:]
+    killed = job("killed")
+    first = tmp_path / "killed" / "cache" / "work" / digest / "trainer" / "checkpoint-1"
+    deadline = time.time() + 240
+    while not all((first / f).exists() for f in ("trainer_state.json", "rng_state_0.pth", "rng_state_1.pth")):
+        assert killed.poll() is None and time.time() < deadline, "the job ended before it could be killed"
+        time.sleep(0.02)
+    for process in [*psutil.Process(killed.pid).children(recursive=True), psutil.Process(killed.pid)]:
+        process.send_signal(signal.SIGKILL)  # torchrun starts each worker in a session of its own: kill each
+    killed.wait()
+    assert not [p for p in (tmp_path / "killed" / "results").glob("runs/*/*/*") if not p.name.startswith(".")]
+    again = job("killed")
+    assert again.wait(timeout=300) == 0, (tmp_path / "killed.log").read_text()[-3000:]
+    assert summary("killed")["resumed_from_step"] in (1, 2)
+    assert summary("killed")["weights_sha256"] == summary("whole")["weights_sha256"]
+
+
+def test_bf16_follows_the_launch_and_a_set_trainer_field_wins(monkeypatch, tmp_path):
+    """A DeepSpeed bf16 launch on CPU processes asked for bf16 and the runner said fp32 (DeepSpeed refused to start);
+    ``--set bf16=true`` raised 'got multiple values for keyword argument'."""
+    from mrtpo.runs.runner import resolve, trainer_config
+
+    assert not trainer_config(resolve("sql", "gdpo", "smoke"), tmp_path).bf16  # the tiny runs: fp32 on CPU
+    assert trainer_config(resolve("sql", "gdpo", "smoke", bf16=True), tmp_path).bf16
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    assert trainer_config(resolve("sql", "gdpo", "smoke"), tmp_path).bf16

@@ -42,13 +42,15 @@ def test_rehearsal_base_is_a_qwen2_with_chatml(tmp_path):
 
 
 @pytest.mark.skipif(not (DATA / "spider" / "train_spider_syn.json").is_file(), reason="../shared/data absent")
-def test_table5_notebook_runs_with_the_rehearsal_model(tmp_path):
+def test_table5_notebook_runs_with_the_rehearsal_model_every_arm_a_two_process_job(tmp_path):
+    """The paper path's notebook as a user with GPUs runs it, on CPU processes (issue 43 item 5): the kernel launches
+    every missing arm with accelerate launch on 2 gloo processes and reads the folders they write."""
     papermill = pytest.importorskip("papermill")
     env = {**os.environ, "MRTPO_RESULTS": str(tmp_path / "results"), "MRTPO_CACHE": str(tmp_path / "cache"),
            "MRTPO_DATA_DIR": str(DATA), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     out = tmp_path / "table5.ipynb"
     subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "notebooks" / "table5_ablation.ipynb"), str(out),
-                    "-p", "model", "rehearsal", "-p", "steps", "1", "--cwd", str(ROOT / "notebooks")],
+                    "-p", "model", "rehearsal", "-p", "steps", "1", "-p", "processes", "2", "--cwd", str(ROOT / "notebooks")],
                    check=True, env=env, capture_output=True, timeout=1500)
     assert papermill is not None
     folders = sorted((tmp_path / "results" / "runs" / "sql" / "rehearsal").iterdir())
@@ -56,3 +58,4 @@ def test_table5_notebook_runs_with_the_rehearsal_model(tmp_path):
     assert methods == {"gdpo", "mrtpo", "joint", "shuffled", "entropy"}
     for f in folders:
         assert "spider_dev" in json.loads((f / "eval.json").read_text())
+        assert json.loads((f / "summary.json").read_text())["processes"] == 2

@@ -42,7 +42,13 @@ def connected_zero(model: torch.nn.Module, like: torch.Tensor) -> torch.Tensor:
 
     Its backward fires the same gradient hooks (DDP's bucket all-reduces) as a real loss, so a process that drops
     a micro-batch still joins the others' gradient reductions, of zeros; the graph starts at the parameters, not at
-    a forward that may hold inf/NaN activations (0 * NaN would be NaN), so the zeros are exact."""
+    a forward that may hold inf/NaN activations (0 * NaN would be NaN), so the zeros are exact. Under ZeRO-3 the
+    parameters are empty shards outside a forward, so the graph starts at a 1-token forward instead, which every
+    process makes together (the skip is agreed): its zeros are exact while the weights are finite."""
+    if any(hasattr(p, "ds_id") for p in model.parameters()):
+        logits = model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=like.device)).logits
+        total = (logits.float().sum() * 0).to(like.dtype)
+        return total.expand_as(like).clone() if like.dim() else total
     total = like.new_zeros(())
     for p in model.parameters():
         if p.requires_grad:

@@ -140,6 +140,13 @@ def whole_parameters(*params):
     return deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None)
 
 
+def held(param: torch.Tensor | None) -> torch.Tensor | None:
+    """``param`` itself, or under ZeRO-3 a copy of its gathered value. With tied embeddings the head is the
+    embedding, whose own forward hooks release it again during the replay's decoder forwards (DeepSpeed's release
+    ignores ``whole_parameters``), so the replay reads a copy taken while it is whole."""
+    return param.detach().clone() if param is not None and hasattr(param, "ds_id") else param
+
+
 @torch.no_grad()
 def teacher_hidden(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, blocks: list[dict[str, str]],
                    completion_ids: torch.Tensor, batch_size: int = 16) -> torch.Tensor:
@@ -214,13 +221,14 @@ def relevance(model, prompt_ids_of: PromptIds, pad_id: int, prompts: list, block
         response = [completion_ids[j, : length[j]] for j in range(B)]  # no trailing padding to replay
         head = model.get_output_embeddings()
         with whole_parameters(head.weight, head.bias):
+            weight, bias = held(head.weight), held(head.bias)
             for rows, prompt_ids in zip(groups.values(), ids):
                 h = replay_hidden(model, prompt_ids, [response[j] for _, j, _, _ in rows], pad_id, batch_size)
                 forwards += len(rows)
                 cmp = [i for i, r in enumerate(rows) if r[2] is not None]
                 js = js_relevance(
                     h[[rows[i][3] for i in cmp]], h[cmp], completion_mask[[rows[i][1] for i in cmp], : h.shape[1]],
-                    lm_head=head.weight, lm_head_bias=head.bias, temperature=temperature, chunk_tokens=chunk_tokens,
+                    lm_head=weight, lm_head_bias=bias, temperature=temperature, chunk_tokens=chunk_tokens,
                     precision=precision,
                 )
                 for n, i in enumerate(cmp):

@@ -3,13 +3,16 @@
 ``benchmarks(cfg)`` asks the task for its held-out sets (``Task.benchmarks``: the synthetic test split and
 the hidden-value split at the tiny scale; Spider / IFEval / BFCL at the real scale); ``evaluate(cfg, path)``
 samples from the policy at temperature 1 (``eval_samples`` per prompt) and greedily, and scores, over all prompts
-and (``per_prompt=``) each prompt on its own; ``eval_rows`` flattens the result into tidy rows. A paper-scale run
+and (``per_prompt=``) each prompt on its own; ``eval_rows`` flattens the result into tidy rows, and
+``write_evaluation`` writes a run folder's evaluation files. A paper-scale run
 missing one of the paper's evaluation files fails naming it (``require_benchmark_files``), rather than being evaluated
 on the benchmarks that happen to be present.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 from mrtpo.runs.config import RunConfig
@@ -106,3 +109,22 @@ def eval_rows(cfg: RunConfig, name: str, results: dict) -> list[dict]:
                              "mrtpo_beta": cfg.mrtpo_beta, "seed": cfg.seed, "steps": cfg.steps, "benchmark": bench,
                              "decoding": decoding, "metric": metric, "value": value, "n_prompts": res["n_prompts"]})
     return rows
+
+
+def write_evaluation(cfg: RunConfig, model_dir: Path, name: str, out: Path, summary: dict, method: str | None = None) -> None:
+    """Evaluate ``model_dir`` and write ``eval.json``, ``eval.csv`` (tidy rows named ``name``; their method column
+    ``method`` when given, else the run's label), ``eval_prompts.csv`` and ``summary.json`` (``summary`` with the
+    evaluation's time, ``eval_runtime_s``) into ``out``."""
+    import pandas as pd
+
+    per_prompt: list[dict] = []
+    start = time.perf_counter()
+    results = evaluate(cfg, model_dir, per_prompt=per_prompt)
+    summary["eval_runtime_s"] = round(time.perf_counter() - start, 2)
+    (out / "eval.json").write_text(json.dumps(results, indent=2))
+    rows = pd.DataFrame(eval_rows(cfg, name, results))
+    if method is not None:
+        rows = rows.assign(method=method, steps=0)
+    rows.to_csv(out / "eval.csv", index=False)
+    pd.DataFrame(per_prompt).to_csv(out / "eval_prompts.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))

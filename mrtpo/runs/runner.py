@@ -24,13 +24,12 @@ import json
 import math
 import os
 import shutil
-import time
 from pathlib import Path
 
 from mrtpo import __version__
 from mrtpo.method.advantages import TOKEN_LEVEL
 from mrtpo.runs.config import OPTIONAL_FIELDS, BadRequest, RunConfig, resolve
-from mrtpo.runs.evaluation import benchmarks, eval_rows, evaluate, require_benchmark_files
+from mrtpo.runs.evaluation import benchmarks, require_benchmark_files, write_evaluation
 from mrtpo.runs.behaviour import BASE_ARM, folder_arm, is_stale, record
 from mrtpo.runs.launch import launch_run, train_command
 from mrtpo.models.geometry import job_processes
@@ -239,6 +238,9 @@ def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, fold
     with locked(cache_root() / "work" / f"{digest}.base.lock"):  # one process builds a missing base, the others wait
         base_path(cfg)
     summary = train(cfg, work)
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()  # else from_pretrained below partitions the weights with processes that have left
     if job_rank() == 0:
         from transformers import AutoModelForCausalLM
 
@@ -263,16 +265,17 @@ def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = No
     plan = plan_for_job(cfg.prompts_per_step, cfg.num_generations, cfg.max_completion_length, model_dir,
                         kl=cfg.kl_beta > 0, frozen_teacher=cfg.frozen_teacher)
     plan.require_fit(f"{cfg.model} ({cfg.spec.checkpoint})")
-    return MRTPOConfig(
+    return MRTPOConfig(**{**dict(
         output_dir=str(output_dir), advantage=cfg.method, saw=cfg.saw, opsd=cfg.opsd, mrtpo_beta=cfg.mrtpo_beta,
         region_blend=cfg.region_blend, beta_warmup_steps=cfg.beta_warmup_steps, beta=cfg.kl_beta, learning_rate=cfg.learning_rate,
         max_steps=cfg.steps, **plan.trainer_args(), max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature, seed=cfg.seed, logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps,
-        report_to="none", use_cpu=not gpu, bf16=gpu, gradient_checkpointing=gpu or cfg.scale == "real",
+        # bf16 on a GPU, or where the launch asks for it (a DeepSpeed bf16 config on CPU processes)
+        report_to="none", use_cpu=not gpu, bf16=gpu or os.environ.get("ACCELERATE_MIXED_PRECISION") == "bf16",
+        gradient_checkpointing=gpu or cfg.scale == "real",
         full_determinism=cfg.deterministic,
         profile_samples=cfg.profile_samples if cfg.method in TOKEN_LEVEL else 0, **({"loss_type": "dr_grpo"} if cfg.constlen else {}),
-        **{"save_total_limit": KEEP_CHECKPOINTS, **cfg.trainer_args},  # a pass-through save_total_limit wins
-    )
+    ), "save_total_limit": KEEP_CHECKPOINTS, **cfg.trainer_args})  # a pass-through setting wins (--set bf16=true)
 
 
 def train(cfg: RunConfig, work: Path, z_blocks=None) -> dict:
@@ -359,25 +362,6 @@ def _finished(checkpoint: Path, work: Path, base: Path) -> dict:
     return {"weights_sha256": weights_hash(model), "train_runtime_s": math.nan, "resumed_from_step": state["global_step"],
             "base_model": str(base), "tokenizer_class": type(tokenizer).__name__, "work_dir": str(work),
             "log_history": state["log_history"]}
-
-
-def write_evaluation(cfg: RunConfig, model_dir: Path, name: str, out: Path, summary: dict, method: str | None = None) -> None:
-    """Evaluate ``model_dir`` and write ``eval.json``, ``eval.csv`` (tidy rows named ``name``; their method column
-    ``method`` when given, else the run's label), ``eval_prompts.csv`` and ``summary.json`` (``summary`` with the
-    evaluation's time, ``eval_runtime_s``) into ``out``."""
-    import pandas as pd
-
-    per_prompt: list[dict] = []
-    start = time.perf_counter()
-    results = evaluate(cfg, model_dir, per_prompt=per_prompt)
-    summary["eval_runtime_s"] = round(time.perf_counter() - start, 2)
-    (out / "eval.json").write_text(json.dumps(results, indent=2))
-    rows = pd.DataFrame(eval_rows(cfg, name, results))
-    if method is not None:
-        rows = rows.assign(method=method, steps=0)
-    rows.to_csv(out / "eval.csv", index=False)
-    pd.DataFrame(per_prompt).to_csv(out / "eval_prompts.csv", index=False)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
 
 
 def _write_folder(cfg: RunConfig, ident: dict, digest: str, work: Path, summary: dict, folder: Path) -> None:
