@@ -49,7 +49,7 @@ from mrtpo.method.contexts import append_section
 from mrtpo.method.replay import replay_hidden, safe_z_blocks
 from mrtpo.models.tiny import tiny_path
 from mrtpo.runs.config import resolve
-from mrtpo.runs.runner import base_path, train_data
+from mrtpo.runs.runner import base_path, lora_config, train_data
 from mrtpo.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,8 +57,9 @@ VARIANTS = ("trl-gdpo", "gdpo", "entropy", "joint", "mrtpo")
 PHASES = ("generation", "rewards", "replay", "loss", "other")
 
 
-def make_trainer(variant: str, task_name: str, out: Path, steps: int, model_name: str = "tiny"):
-    cfg = resolve(task_name, "gdpo" if variant == "trl-gdpo" else variant, model_name)
+def make_trainer(variant: str, task_name: str, out: Path, steps: int, model_name: str = "tiny", lora_rank: int = 0):
+    cfg = resolve(task_name, "gdpo" if variant == "trl-gdpo" else variant, model_name, lora_rank=lora_rank or None)
+    lora = {"peft_config": lora_config(cfg)} if lora_rank else {}  # the runner's adapters (every linear layer)
     task, model = cfg.task_def, str(base_path(cfg))
     common = dict(
         output_dir=str(out / task_name / variant), use_cpu=not torch.cuda.is_available(), bf16=False, report_to="none",
@@ -68,9 +69,9 @@ def make_trainer(variant: str, task_name: str, out: Path, steps: int, model_name
     )
     if variant == "trl-gdpo":
         return GRPOTrainer(model=model, reward_funcs=task.reward_funcs(), train_dataset=train_data(cfg),
-                           args=GRPOConfig(multi_objective_aggregation="normalize_then_sum", **common))
+                           args=GRPOConfig(multi_objective_aggregation="normalize_then_sum", **common), **lora)
     return MRTPOTrainer(model=model, reward_funcs=task.reward_funcs(), train_dataset=train_data(cfg),
-                        z_blocks=task.z_blocks, args=MRTPOConfig(advantage=variant, beta_warmup_steps=0, **common))
+                        z_blocks=task.z_blocks, args=MRTPOConfig(advantage=variant, beta_warmup_steps=0, **common), **lora)
 
 
 def timed(trainer, name: str, clock: dict) -> None:
@@ -113,8 +114,8 @@ def forward_seconds(trainer, with_z: bool = True) -> float:
 
 
 def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: str = "tiny",
-               variants=VARIANTS, threads: int = 1) -> list[dict]:
-    trainers = {v: make_trainer(v, task_name, work / model_name, warmup + steps, model_name) for v in variants}
+               variants=VARIANTS, threads: int = 1, lora_rank: int = 0) -> list[dict]:
+    trainers = {v: make_trainer(v, task_name, work / model_name, warmup + steps, model_name, lora_rank) for v in variants}
     clocks, loops = {v: {} for v in variants}, {}
     for v, t in trainers.items():
         t.create_optimizer_and_scheduler(num_training_steps=warmup + steps)
@@ -178,7 +179,7 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: 
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
             else f"cpu ({os.cpu_count()} cores, {threads} thread{'s' if threads > 1 else ''})",
             "machine": f"{platform.system()} {platform.machine()}, torch {torch.__version__}",
-            "model": base_path(cfg).name,
+            "model": base_path(cfg).name, "lora_rank": lora_rank,
         })
     return rows
 
@@ -190,6 +191,8 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--steps", type=int, default=6, help="timed steps per arm (after one warm-up step)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (the runner's "
+                        "`--set lora_rank=r`: every linear layer, alpha 2r) instead of full fine-tuning; 0: full")
     parser.add_argument("--load", default="none", help="what else ran on the machine meanwhile (stated in the file)")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "step_cost.csv"))
     args = parser.parse_args()
@@ -200,14 +203,17 @@ def main() -> None:
             print(f"{task_name}: its tiny base is not built ({tiny_path(get_task(task_name)).name}); skipped "
                   f"(build it with `mrtpo train --task {task_name}` or benchmarks/tiny_models.py)", flush=True)
             continue
-        rows += bench_task(task_name, args.steps, 1, cache_root() / "bench", args.model, args.variants, args.threads)
+        rows += bench_task(task_name, args.steps, 1, cache_root() / "bench", args.model, args.variants, args.threads,
+                           args.lora_rank)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows).assign(peak_rss_mb_process=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                                    load=args.load)
-    if out.exists():  # a measurement replaces the earlier rows of its model and tasks, and keeps the others
+    if out.exists():  # a measurement replaces the earlier rows of its model, tasks and LoRA rank, and keeps the others
         old = pd.read_csv(out)
-        df = pd.concat([old[~(old["model"].isin(df["model"]) & old["task"].isin(df["task"]))], df], ignore_index=True)
+        rank = old["lora_rank"].fillna(0) if "lora_rank" in old else 0
+        same = old["model"].isin(df["model"]) & old["task"].isin(df["task"]) & (rank == args.lora_rank)
+        df = pd.concat([old[~same], df], ignore_index=True)
     df.to_csv(out, index=False)
     print(df[["task", "model", "variant", "median_step_s", "ratio_to_gdpo", "ratio_to_trl_gdpo", "replay_s",
               "replay_to_limit", "loss_to_limit"]])

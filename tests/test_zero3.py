@@ -7,7 +7,8 @@ it). The first DeepSpeed job on a machine compiles its shared-memory op (about 3
 Each of these failed before its fix: the replay's head, released by the tied embedding's own forward hooks, read as an
 empty shard (ZeroDivisionError); a skipped non-finite loss built its zero from empty shards (invalid gradient shape);
 the CLI crashed after training (the reload for evaluation partitioned under ``zero.Init`` with processes that had
-left); a bf16 launch on CPU refused to start (DeepSpeed bf16 against ``bf16=False``)."""
+left); a bf16 launch on CPU refused to start (DeepSpeed bf16 against ``bf16=False``); OPSD's frozen teacher, a copy of
+the partitioned policy, held empty shards."""
 
 from __future__ import annotations
 
@@ -63,3 +64,15 @@ def test_the_command_line_trains_evaluates_and_writes_the_folder_in_bf16(tmp_pat
     assert summary["processes"] == 2 and "synthetic_test" in json.loads((folder / "eval.json").read_text())
     config = json.loads((tmp_path / "cache" / "work" / summary["work_dir"].rsplit("/", 1)[1] / "final" / "config.json").read_text())
     assert config["dtype"] == "bfloat16"  # trained with bf16 parameters, as on GPUs
+
+
+def test_opsd_with_its_frozen_teacher_trains(tmp_path):
+    """OPSD's initial teacher was a copy of the partitioned policy: empty shards ('weight' must be 2-D); it is now the
+    starting checkpoint partitioned as TRL's reference model."""
+    zero3(["-m", "mrtpo.cli", "train", "--task", "sql", "--method", "opsd", "--model", "smoke", "--steps", "2"], tmp_path)
+    (folder,) = (tmp_path / "results" / "runs" / "sql" / "smoke").iterdir()
+    import pandas as pd
+
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert len(metrics) == 2 and (metrics["opsd/divergence"] > 0).all() and (metrics["grad_norm"] > 0).all()
+    assert "synthetic_test" in json.loads((folder / "eval.json").read_text())

@@ -9,7 +9,6 @@ on them. Sampled q profiles are written by the ``ProfileWriter`` callback; the l
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import time
@@ -20,7 +19,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from mrtpo.method.adapters import has_adapters, initial_policy
+from mrtpo.method.adapters import frozen_initial, initial_policy
 from mrtpo.method.advantages import (DISTILLING, METHODS, READS_ENTROPY, REPLAYING, beta_at, mrtpo_advantages,
                                      placement, replay_needed)
 from mrtpo.method.collective import finite_or_skipped
@@ -200,11 +199,10 @@ class MRTPOTrainer(TrainerLogs, GRPOTrainer):
         self.distills = self.args.advantage in DISTILLING or self.args.opsd
         if self.distills and z_blocks is None:
             raise ValueError("OPSD's teacher reads every Z block: pass z_blocks=...")
-        # the frozen teacher: a copy of the starting weights (the paper's OPSD setting), stored in bf16 under bf16
-        # training (2 B/param, mrtpo.models.geometry); with LoRA none: the policy with its adapters off (``adapters``)
-        self.teacher, policy = None, self.accelerator.unwrap_model(self.model)
-        if self.distills and self.args.opsd_teacher == "initial" and not has_adapters(policy):
-            self.teacher = copy.deepcopy(policy).eval().requires_grad_(False).to(torch.bfloat16 if self.args.bf16 else None)
+        # the frozen teacher at the starting weights (the paper's OPSD setting), and under DeepSpeed its engine, kept
+        # alive for the partitioned parameters' hooks: ``adapters.frozen_initial``
+        self.teacher, self._teacher_engine = (frozen_initial(self.accelerator.unwrap_model(self.model), self)
+                                              if self.distills and self.args.opsd_teacher == "initial" else (None, None))
         self.z_blocks, self.check_regions = z_blocks, check_regions
         self._generation_entropy: list[torch.Tensor] = []  # per generate call of this step: (B, positions)
         self.replay_forwards = 0  # sequences replayed so far (tests count them)
