@@ -48,7 +48,7 @@ def test_share_is_defined_only_where_region_beats_gdpo_after_the_correction(monk
         # region no different from GDPO: the share is undefined, whatever MRTPO does
         "tool": {"gdpo": {s: 0.30 + 0.02 * (s % 2) for s in seeds}, "region": {s: 0.30 + 0.02 * ((s + 1) % 2) for s in seeds},
                  "mrtpo": {s: 0.40 for s in seeds}},
-        "if": {"gdpo": {s: 0.3 for s in seeds}, "mrtpo": {s: 0.3 for s in seeds}},  # no region runs
+        "if": {"gdpo": {s: 0.3 for s in seeds}, "mrtpo": {s: 0.3 for s in seeds}, "region": {0: 0.4}},  # one seed
     }
     fake_arms(monkeypatch, values)
     table = pc.positive_control(("sql", "tool", "if"))
@@ -56,11 +56,12 @@ def test_share_is_defined_only_where_region_beats_gdpo_after_the_correction(monk
     assert sql["placement helps"] == "yes: a gap" and sql["region − GDPO"] == pytest.approx(0.2 + 0.0008, abs=1e-3)
     assert sql["share lo"] <= sql["share"] <= sql["share hi"] and sql["share"] == pytest.approx(0.5, abs=0.02)
     assert tool["placement helps"] == "not distinguishable at this power" and "undefined" in tool["note"]
-    assert if_["placement helps"] == "no test" and "no finished region runs" in if_["note"]
+    assert if_["placement helps"] == "no test" and if_["note"] == "no test: the three arms share seed(s) 0"
     tested = table[table["p"].notna()]
     assert np.allclose(tested["p (Holm)"], holm(tested["p"].to_numpy()))  # the tasks are one family
     view = pc.view(table)
-    assert len(view) == 6 and view["answer"].str.contains("undefined|no finished").sum() == 3
+    assert len(view) == 6 and view["answer"].str.contains("undefined|no test").sum() == 3
+    assert view.iloc[4]["answer"].startswith("no test")  # not "share undefined" for the first question
 
 
 def test_placement_dial_reads_each_setting_from_its_own_arm_at_one_base():

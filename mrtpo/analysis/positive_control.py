@@ -70,7 +70,8 @@ def positive_control(tasks=("sql", "tool", "if"), model: str = "tiny") -> pd.Dat
         row.update({"seeds": seeds_text(shared), "region − GDPO": c["diff"], "lo": c["lo"], "hi": c["hi"], "p": c["p"]})
         gain = {arm: np.array([values[arm][s] - values["gdpo"][s] for s in shared]) for arm in ("mrtpo", "region")}
         share, lo, hi = captured_share(gain["mrtpo"], gain["region"])
-        rows.append({**row, "share": share, "share lo": lo, "share hi": hi, "note": ""})
+        note = "" if c["p"] == c["p"] else f"no test: the three arms share seed(s) {seeds_text(shared) or 'none'}"
+        rows.append({**row, "share": share, "share lo": lo, "share hi": hi, "note": note})
     table = pd.DataFrame(rows)
     tested = table["p"].notna()
     table["p (Holm)"] = math.nan
