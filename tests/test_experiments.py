@@ -165,7 +165,9 @@ def test_crash_leaves_no_finished_folder(dirs, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("evaluation crashed")
 
-    monkeypatch.setattr(E, "evaluate", broken)  # the name runs.py calls
+    from mrtpo.runs import evaluation
+
+    monkeypatch.setattr(evaluation, "evaluate", broken)  # the name write_evaluation calls
     with pytest.raises(RuntimeError, match="evaluation crashed"):
         E.run("sql", "gdpo", seed=7, **(SMOKE | {"steps": 1}))
     assert E.find("sql", "gdpo", seed=7, **(SMOKE | {"steps": 1})) is None
