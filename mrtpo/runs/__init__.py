@@ -2,7 +2,8 @@
 
 * ``config``: the request validated and filled (``RunConfig``, ``resolve``), its task resolved once
   (``RunConfig.task_def``); ``runner``: identity, training, evaluation and the folder (``run``, ``find``,
-  ``base_evaluation``); ``evaluation``: a policy's benchmarks; ``plan``: a run's plan without weights.
+  ``base_evaluation``); ``launch``: a run trained by ``accelerate launch`` on several processes from one kernel;
+  ``evaluation``: a policy's benchmarks and a folder's evaluation files; ``plan``: a run's plan without weights.
 * ``results``: a finished folder (``Run``) and the table of folders; ``behaviour``: the pinned behaviour
   fingerprints and which folders are stale; ``probes``: the probes those fingerprints hash.
 

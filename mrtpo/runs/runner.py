@@ -212,7 +212,8 @@ def run(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int |
     check_writable(folder.parent)  # read-only or full: fail now, not after training
     work = cache_root() / "work" / digest
     if force and max(processes, job_processes()) > 1:
-        raise BadRequest("force=True is not supported on several processes: delete the run folder instead")
+        raise BadRequest(f"retraining {folder.name} (force=True, or a folder of another code behaviour) is not "
+                         "supported on several processes: delete the run folder instead")
     if processes > 1 and job_processes() == 1:  # the kernel asks for a multi-process job: launch it, read its folder
         launch_run(folder, train_command(cfg.task, method, model, seed, steps, processes, overrides))
         return Run(folder, trained=True)
@@ -253,7 +254,8 @@ def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, fold
 def trainer_config(cfg: RunConfig, output_dir: Path, model_dir: Path | None = None):
     """The MRTPOConfig of a run. Batch geometry from ``mrtpo.models.geometry.plan_for_job``: ``prompts_per_step x
     num_generations`` completions per optimizer step over all processes, micro-batches and accumulation from the
-    GPU's memory and the model in ``model_dir``. bf16 autocast on a GPU (fp32 on CPU); gradient checkpointing on a
+    GPU's memory and the model in ``model_dir``; a plan that does not fit refuses (``BatchPlan.require_fit``). bf16
+    on a GPU or where the launch asks for it (fp32 on CPU); gradient checkpointing on a
     GPU and at the real scale everywhere (so the CPU rehearsal of the paper path exercises it). A checkpoint every
     ``save_steps``, the last ``KEEP_CHECKPOINTS`` kept."""
     import torch
