@@ -90,7 +90,7 @@ else:
                     loss_to_limit=real.set_index(["task", "variant"])["loss_to_limit"],
                     replay_to_limit=real.set_index(["task", "variant"])["replay_to_limit"]).round(2))
     print("geometry:", real["prompts_x_generations"].iloc[0], "per step,", real["max_completion"].iloc[0],
-          "completion tokens |", real["device"].iloc[0], "| load:", real["load"].iloc[0])
+          "completion tokens |", real["device"].iloc[0], "| load:", "; ".join(real["load"].unique()))
 decode = report.bench_rows("decode_speed", real_model)
 if decode.empty:
     print(f"not measured yet: python benchmarks/decode_speed.py --model {real_model}")

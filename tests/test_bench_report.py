@@ -42,3 +42,11 @@ def test_bench_rows_keep_one_models_rows(tmp_path, monkeypatch):
     assert list(report.bench_rows("step_cost", "tiny")["task"]) == ["if", "sql"]
     assert list(report.bench_rows("step_cost", "smollm2")["model"]) == ["smollm2-b179c9523d0e"]
     assert report.bench_rows("decode_speed", "smollm2").empty  # not measured yet: an empty frame, no error
+
+
+def test_a_lora_step_is_its_own_row(tmp_path, monkeypatch):
+    (tmp_path / "bench").mkdir()
+    pd.DataFrame({"task": ["if"] * 3, "model": ["smollm2-b179c9523d0e"] * 3, "variant": ["gdpo", "gdpo", "mrtpo"],
+                  "lora_rank": [None, 16, 16]}).to_csv(tmp_path / "bench" / "step_cost.csv", index=False)
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    assert list(report.bench_rows("step_cost", "smollm2")["variant"]) == ["gdpo", "gdpo, LoRA r16", "mrtpo, LoRA r16"]

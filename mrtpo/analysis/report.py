@@ -153,11 +153,15 @@ STEP_PHASES = ("generation", "rewards", "replay", "loss", "other")
 def bench_rows(name: str, model: str = "tiny") -> pd.DataFrame:
     """The rows of ``results/bench/<name>.csv`` measured on ``model``: the tiny bases (base folders named
     ``<task>-tiny-...``) or a registry model whose converted folder or name starts with it (``smollm2``); an empty
-    frame when the file does not exist yet."""
+    frame when the file does not exist yet. A step measured with LoRA adapters (``step_cost.py --lora-rank``) names
+    them in its ``variant`` ("gdpo, LoRA r16"), so each (task, variant) is one row."""
     path = RESULTS / "bench" / f"{name}.csv"
     if not path.is_file():
         return pd.DataFrame()
     bench = pd.read_csv(path)
+    if "lora_rank" in bench:
+        rank = bench["lora_rank"].fillna(0).astype(int)
+        bench["variant"] = [v if r == 0 else f"{v}, LoRA r{r}" for v, r in zip(bench["variant"], rank)]
     names = bench["model"].astype(str)
     mine = names.str.contains("-tiny-") if model == "tiny" else (names == model) | names.str.startswith(f"{model}-")
     return bench[mine].reset_index(drop=True)
