@@ -153,6 +153,9 @@ def test_the_figure_draws_gains_against_the_ratio_and_marks_settings_without_run
     assert plots.dose_response(pd.DataFrame(columns=sql.table.columns)).axes[0].texts  # "no dial settings ..."
     tool = D.dose_response("tool", {}, loc, settings=(0.0, 0.2)).table
     assert [t.get_text() for t in plots.dose_response(tool).axes[0].texts] == ["no measured ratio for dial 0, 0.2"]
+    part = sql.table.assign(ratio=np.where(sql.table["setting"] == 0.8, np.nan, sql.table["ratio"]))
+    ax = plots.dose_response(part).axes[0]  # beside measured points: said under the axis, where no legend covers it
+    assert ax.get_xlabel().endswith("(no measured ratio for dial 0.8)") and not any("measured" in t.get_text() for t in ax.texts)
 
 
 def test_localisation_notes_read_back_what_the_benchmark_writes():

@@ -365,10 +365,10 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
         t = table[(table["task"] == task) & table["ratio"].notna()].sort_values("ratio")
         ran = t[t["gain"].notna()]
         unplaced = table[(table["task"] == task) & table["ratio"].isna()]
-        if len(unplaced):  # a setting whose base has no measured ratio has no place on this axis
-            ax.text(*((0.5, 0.65) if t.empty else (0.02, 0.02)),
-                    f"no measured ratio for {name} {', '.join(f'{d:g}' for d in unplaced['setting'])}",
-                    transform=ax.transAxes, fontsize=10 if t.empty else 8, color="grey", ha="center" if t.empty else "left")
+        # a setting whose base has no measured ratio has no place on this axis: said under it (a legend may sit inside)
+        unplaced = f"no measured ratio for {name} {', '.join(f'{d:g}' for d in unplaced['setting'])}" if len(unplaced) else ""
+        if unplaced and t.empty:
+            ax.text(0.5, 0.65, unplaced, transform=ax.transAxes, fontsize=10, color="grey", ha="center")
         if len(ran):
             ax.errorbar(ran["ratio"], ran["gain"], yerr=[(ran["gain"] - ran["lo"]).fillna(0), (ran["hi"] - ran["gain"]).fillna(0)],
                         fmt="o", capsize=4, color="C0", label=f"{gain} (95% interval)")
@@ -389,7 +389,7 @@ def dose_response(table: pd.DataFrame, slopes: dict[str, pd.DataFrame] | None = 
         ax.axvline(1, color="black", lw=0.8, ls="--", label="ratio 1: no better than uniform")
         if ran.empty:  # nothing to scale the gains by: a window around 0 that leaves the labels readable
             ax.set_ylim(-0.1, 0.1)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(xlabel + (f"\n({unplaced})" if unplaced and not t.empty else ""))
         ax.set_ylabel(f"{gain} (held-out, temperature 1)")
         ax.set_title(f"{task}: {(metrics or {}).get(task, 'answer metric')}")
         if ax.get_legend_handles_labels()[0]:
