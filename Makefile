@@ -29,6 +29,9 @@ $(STAMP): pyproject.toml
 	rm -rf .deepspeed && DS_BUILD_OPS=0 DS_ACCELERATOR=cpu $(BIN)/pip install -q --disable-pip-version-check --no-deps \
 		--no-build-isolation --target .deepspeed "deepspeed==0.19.8" "einops==0.8.2" "hjson==3.1.0" "msgpack==1.2.4" \
 		"py-cpuinfo==9.0.0" "ninja==1.13.2" 2>&1 | grep -v "is ignored" || true
+	# its shared-memory op is compiled on first use (45 s on 2 cores, cached in ~/.cache/torch_extensions): now, not in a test
+	PYTHONPATH=.deepspeed DS_ACCELERATOR=cpu $(BIN)/python -c "from deepspeed.accelerator import get_accelerator; \
+		get_accelerator().create_op_builder('ShareMemCommBuilder').load()" >/dev/null
 	$(BIN)/python -c "import mrtpo, trl, torch, bfcl_eval, if_verifiable, gguf; from mrtpo.models.smollm2 import gguf_file; gguf_file(); assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 

@@ -1,7 +1,7 @@
 """DeepSpeed ZeRO-3 on two CPU processes (issue 43): the multi-process checks of ``test_distributed_fixes.py`` again,
 under the launcher the 7B uses (``configs/accelerate/zero3_cpu.yaml``: DeepSpeed's CPU accelerator, gloo), and the
 command line end to end in bf16. Needs the DeepSpeed that ``make install`` puts in ``.deepspeed/`` (skipped without
-it). The first DeepSpeed job on a machine compiles its shared-memory op (about 3.5 minutes on 2 cores; cached under
+it). The first DeepSpeed job on a machine compiles its shared-memory op (45 s on 2 cores, done by `make install`; cached under
 ``~/.cache/torch_extensions``).
 
 Each of these failed before its fix: the replay's head, released by the tied embedding's own forward hooks, read as an
