@@ -23,14 +23,14 @@ from mrtpo.runs.config import BadRequest
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "accelerate"
 
 
-def accelerate_args(processes: int, gpu: bool) -> list[str]:
+def accelerate_args(processes: int, gpu: bool, configs: Path = CONFIGS) -> list[str]:
     """``accelerate launch``'s options for ``processes`` processes: on GPUs the one-GPU config, or ZeRO-3's for
-    several (its ``num_processes`` replaced); on a CPU, accelerate's multi-process launcher (torchrun), whose
-    processes join over gloo where there is no GPU."""
+    several (its ``num_processes`` replaced), from ``configs``; on a CPU, accelerate's multi-process launcher
+    (torchrun), whose processes join over gloo where there is no GPU."""
     if not gpu:
         return ["--multi_gpu", "--num_processes", str(processes), "--num_machines", "1", "--mixed_precision", "no",
                 "--dynamo_backend", "no"]
-    config = CONFIGS / ("zero3_8gpu.yaml" if processes > 1 else "one_gpu.yaml")
+    config = configs / ("zero3_8gpu.yaml" if processes > 1 else "one_gpu.yaml")
     return ["--config_file", str(config), "--num_processes", str(processes)]
 
 
@@ -73,12 +73,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def run_streaming(command: list[str], cwd: str | Path | None = None) -> None:
+def run_streaming(command: list[str]) -> None:
     """Run ``command``, copying its output to this process's stdout as it comes (progress bars included); a
     failure raises with the output's last lines."""
     tail: deque[str] = deque(maxlen=40)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env) as proc:
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as proc:
         for chunk in iter(lambda: proc.stdout.read1(4096), b""):
             text = chunk.decode(errors="replace")
             sys.stdout.write(text)

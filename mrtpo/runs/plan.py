@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 from mrtpo.method.advantages import DISTILLING
 from mrtpo.models.registry import model_spec
-from mrtpo.runs.launch import CONFIGS, accelerate_args
+from mrtpo.runs.launch import accelerate_args
 from mrtpo.tasks import Task
 
 
@@ -42,7 +43,7 @@ def dry_run(task: Task, name: str = "tiny", method: str = "mrtpo", print_plan: b
         **{k: v for k, v in asdict(spec).items() if k not in ("checkpoint", "steps", "prompts_per_step",
                                                               "num_generations", "seeds", "choices", "params")},
         "gpus": gpus,
-        "launch": " ".join(["accelerate launch", *(a.replace(f"{CONFIGS.parents[1]}/", "") for a in accelerate_args(gpus, True)),
+        "launch": " ".join(["accelerate launch", *accelerate_args(gpus, True, Path("configs/accelerate")),
                             f"-m mrtpo.cli train --task {task.name} --model {name} --method {method}"]),
         "geometry": geometry.as_dict(),
         "memory_note": (f"estimate per GPU at {gpu_memory_gib:g} GiB x {GPU_MEMORY_SHARE}, prompts ~{prompt_len} tokens; "
