@@ -28,7 +28,7 @@ def test_dial_enters_the_identity_only_when_set_and_names_the_dial_base():
     default, unset = resolve("sql", "gdpo"), resolve("sql", "gdpo", dial=None)
     assert default == unset and default.dial is None and "dial" not in R.identity(default)["config"]
     assert default.base_recipe == recipes.default_recipe(get_task("sql"))
-    assert R.model_identity(default) == {"tiny_size": "tiny", "recipe": "8a33c97be6"}  # the default base, as before
+    assert default.base_identity == {"tiny_size": "tiny", "recipe": "8a33c97be6"}  # the default base, as before
     names = set()
     for setting, digest in SQL_DIAL_HASHES.items():
         cfg = resolve("sql", "gdpo", seed=1, dial=setting)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -104,6 +105,35 @@ def test_stage_two_builds_its_parent_once_and_continues_it(tmp_path, monkeypatch
     other = tiny_base(get_task("sql"), seed=0, recipe=dataclasses.replace(child, robust_p=0.0))
     assert tiny_base(get_task("sql"), seed=0, recipe=child) == path and other != path
     assert built == [parent, child, dataclasses.replace(child, robust_p=0.0)]
+
+
+def test_processes_asking_for_a_missing_base_at_once_build_it_once(tmp_path, monkeypatch):
+    """Several processes of one job resolving the same missing base: one builds it, the others wait and reuse it
+    (the lock is the models layer's; the runner no longer builds bases ahead of training). Threads stand for the
+    processes: each takes the file lock through its own open file."""
+    import threading
+
+    from mrtpo.models import tiny
+    from mrtpo.tasks import get_task
+
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
+    monkeypatch.setattr(tiny, "shipped_base", lambda name: None)
+    built = []
+
+    def slow_build(task, recipe, seed, out, parent=None):
+        built.append(recipe)
+        time.sleep(0.5)  # long enough for the other caller to find the base missing
+        out.mkdir(parents=True)
+        (out / "mrtpo_recipe.json").write_text("{}")
+
+    monkeypatch.setattr(tiny, "build", slow_build)
+    paths = []
+    callers = [threading.Thread(target=lambda: paths.append(tiny_base(get_task("sql"), "smoke"))) for _ in range(2)]
+    for c in callers:
+        c.start()
+    for c in callers:
+        c.join()
+    assert len(built) == 1 and len(paths) == 2 and paths[0] == paths[1] and (paths[0] / "mrtpo_recipe.json").exists()
 
 
 def test_tags_survive_skip_special_tokens(smoke_builds):
@@ -239,7 +269,7 @@ def test_a_local_folder_is_a_model_for_the_runner(smoke_builds, tmp_path, monkey
     cfg = runs.resolve("sql", "gdpo", model=folder)
     assert cfg.scale == "real" and cfg.steps == model_spec(get_task("sql"), "7b").steps
     assert runs.base_path(cfg) == smoke_builds[0]
-    assert runs.model_identity(cfg) == {"checkpoint": folder}
+    assert cfg.base_identity == {"checkpoint": folder}
     assert runs.run_name(cfg, "0" * 64).startswith("gdpo-seed0-")
     with pytest.raises(ModelNotAvailable, match="no model weights"):
         runs.resolve("sql", "gdpo", model=str(tmp_path))

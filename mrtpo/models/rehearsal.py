@@ -104,11 +104,14 @@ def build_rehearsal(task, out: str | Path, shape: str = "cpu", vocab_size: int |
 def rehearsal_base(task) -> Path:
     """The cached CPU-shape rehearsal base of a task (``$MRTPO_CACHE/models/rehearsal-<task>-v<version>``), built
     when absent (seconds)."""
+    from mrtpo.files.folders import locked
     from mrtpo.files.paths import cache_root
 
     path = cache_root() / "models" / f"rehearsal-{task.name}-v{REHEARSAL_VERSION}"
     if not (path / "mrtpo_rehearsal.json").exists():
-        build_rehearsal(task, path)
+        with locked(cache_root() / "work" / f"{path.name}.lock"):  # processes of one job: one builds, the others wait
+            if not (path / "mrtpo_rehearsal.json").exists():
+                build_rehearsal(task, path)
     return path
 
 

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mrtpo.files.folders import locked
 from mrtpo.files.manifest import verify_manifest, write_manifest
 from mrtpo.files.paths import SHIPPED_BASES, cache_root
 from mrtpo.tasks.base import Task
@@ -83,19 +84,22 @@ def tiny_base(task: Task, size: str = "tiny", seed: int = 0, recipe: Recipe | No
     path = tiny_path(task, size, seed, recipe)
     if force and path.exists():
         shutil.rmtree(path)
-    if not (path / "mrtpo_recipe.json").exists():
-        shipped = None if force else shipped_base(path.name)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        if shipped is not None:
-            verify_manifest(shipped, remedy=f"Restore it (git checkout -- {shipped}) or delete that folder to build "
-                                            "the base here instead")
-            shutil.copytree(shipped, tmp)
-        else:
-            parent = tiny_base(task, seed=seed, recipe=recipe.parent) if recipe.parent is not None else None
-            build(task, recipe, seed, tmp, parent=parent)
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+    if (path / "mrtpo_recipe.json").exists():
+        return path
+    with locked(cache_root() / "work" / f"{path.name}.lock"):  # processes of one job: one builds, the others wait
+        if not (path / "mrtpo_recipe.json").exists():
+            shipped = None if force else shipped_base(path.name)
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            if shipped is not None:
+                verify_manifest(shipped, remedy=f"Restore it (git checkout -- {shipped}) or delete that folder to "
+                                                "build the base here instead")
+                shutil.copytree(shipped, tmp)
+            else:
+                parent = tiny_base(task, seed=seed, recipe=recipe.parent) if recipe.parent is not None else None
+                build(task, recipe, seed, tmp, parent=parent)
+            shutil.rmtree(path, ignore_errors=True)
+            tmp.rename(path)
     return path
 
 

@@ -14,7 +14,8 @@ from functools import cached_property
 from pathlib import Path
 
 from mrtpo.method.advantages import DISTILLING, METHODS
-from mrtpo.models.registry import TINY_SIZES, is_local_path, model_names, model_spec, resolve_model
+from mrtpo.models.registry import (TINY_SIZES, is_local_path, model_identity, model_names, model_spec,
+                                   require_available)
 from mrtpo.models.spec import ModelSpec
 from mrtpo.tasks import TASKS, Task, get_task
 from mrtpo.models.recipe import DIAL_SETTINGS, default_recipe, dial_recipe
@@ -107,6 +108,12 @@ class RunConfig:
         """The model registry's entry for ``model`` on the task (``models.model_spec``), looked up once per config
         (``resolve`` stores the one it validated with): steps, checkpoint, evaluation limit."""
         return model_spec(self.task_def, self.model)
+
+    @cached_property
+    def base_identity(self) -> dict:
+        """The base policy by content (``models.model_identity``: a tiny recipe's hash, or the checkpoint), as the
+        run's identity names it; computed once per config."""
+        return model_identity(self.task_def, self.model, self.spec, self.base_seed, self.base_recipe)
 
     @property
     def default_steps(self) -> int:
@@ -279,6 +286,5 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
     for name in ("prompts_per_step", "max_completion_length", "eval_prompts", "eval_samples", "save_steps", "train_size"):
         if getattr(cfg, name) < 1:
             _fail(name, getattr(cfg, name), "an integer >= 1")
-    if cfg.scale == "real":
-        resolve_model(task, model)  # ModelNotAvailable, with where it looked and how to provide it
+    require_available(task, model)  # ModelNotAvailable, with where it looked and how to provide it
     return cfg

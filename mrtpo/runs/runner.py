@@ -99,16 +99,6 @@ def package_versions() -> dict:
             "torch": torch.__version__}
 
 
-def model_identity(cfg: RunConfig) -> dict:
-    """The base policy by content: the hash of its tiny recipe (``RunConfig.base_recipe``: the default base's, or
-    the dial base's; the cache folder's name) or the checkpoint (id or folder)."""
-    if cfg.scale == "tiny":
-        from mrtpo.models.recipe import recipe_hash
-
-        return {"tiny_size": cfg.model, "recipe": recipe_hash(cfg.task, cfg.base_recipe, cfg.base_seed)}
-    return {"checkpoint": cfg.spec.checkpoint}
-
-
 def identity(cfg: RunConfig) -> dict:
     """Everything the cache key covers: config, base model, data version, package versions. Fields added after
     the first committed runs (``OPTIONAL_FIELDS``) enter only when set away from their defaults."""
@@ -118,7 +108,7 @@ def identity(cfg: RunConfig) -> dict:
         from importlib.metadata import version
 
         packages["peft"] = version("peft")
-    return {"config": config, "model": model_identity(cfg), "data": data_version(cfg), "packages": packages}
+    return {"config": config, "model": cfg.base_identity, "data": data_version(cfg), "packages": packages}
 
 
 def content_hash(ident: dict) -> str:
@@ -236,8 +226,6 @@ def _run_multiprocess(cfg: RunConfig, ident: dict, digest: str, work: Path, fold
     The other processes return None as soon as training ends (the folder is process 0's to write)."""
     from mrtpo.models.geometry import job_rank
 
-    with locked(cache_root() / "work" / f"{digest}.base.lock"):  # one process builds a missing base, the others wait
-        base_path(cfg)
     summary = train(cfg, work)
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
