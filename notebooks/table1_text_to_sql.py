@@ -36,9 +36,12 @@ processes = 1  # processes per training job: > 1 trains each missing run by acce
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "sql"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
+real_model = "smollm2"  # the real instruct model whose untrained scores and reward spread close the page
 
 # %%
-from mrtpo.analysis import evidence, multiplicity, power_analysis, report
+from IPython.display import Markdown
+
+from mrtpo.analysis import evidence, multiplicity, power_analysis, report, untrained
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
@@ -91,6 +94,26 @@ display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
 power = power_analysis.power_table(arms, comparisons.pairs, metric)
 display(power.round(3).set_index("comparison"))
 print(power_analysis.power_sentence(power))
+
+# %% [markdown]
+# ## A real instruct model, untrained
+#
+# `real_model` (default SmolLM2-135M-Instruct, `--model smollm2`) before any update: its base scores on the first
+# 64 prompts of each benchmark, greedy, at the length its runs would sample (`mrtpo eval --task sql
+# --base --model smollm2`), and whether its rewards vary within the groups it samples at the training temperature
+# (`mrtpo diagnose`): a reward that is constant within a group gets advantage 0 on every token, in every arm, so
+# where no reward varies no arm of this page can learn anything from this model at this geometry.
+
+# %%
+base = untrained.base_table(task, real_model)
+spread = untrained.reward_spread(task, real_model)
+if base is None or spread is None:
+    display(Markdown(untrained.missing_sentence(task, real_model)))
+if base is not None:
+    display(base)
+if spread is not None:
+    display(spread[0].round(3))
+    print(untrained.spread_sentence(task, real_model, *spread))
 
 # %% [markdown]
 # **Reading the page.** The verdicts come from the intervals and the family's adjusted p, not from the means: a

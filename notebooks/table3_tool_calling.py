@@ -34,9 +34,12 @@ processes = 1  # processes per training job: > 1 trains each missing run by acce
 dial = None  # a setting of the testbed's dial (tiny sizes): every run starts from that dial base; None: the default base
 task = "tool"
 methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
+real_model = "smollm2"  # the real instruct model whose untrained scores and reward spread close the page
 
 # %%
-from mrtpo.analysis import claims, evidence, multiplicity, plots, power_analysis, report
+from IPython.display import Markdown
+
+from mrtpo.analysis import claims, evidence, multiplicity, plots, power_analysis, report, untrained
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
@@ -111,6 +114,26 @@ display(format_table.set_index("method"))
 fig = plots.curves(m, claims.FORMAT_REWARD, ylabel="format rate of the step's batch", title=f"format reward, {task}, {model}")
 fig.axes[0].axhline(0.8, color="#555555", lw=1, ls="--")
 plots.save(fig, f"table3_format_{task}_{model}")
+
+# %% [markdown]
+# ## A real instruct model, untrained
+#
+# `real_model` (default SmolLM2-135M-Instruct, `--model smollm2`) before any update: its base scores on the first
+# 64 prompts of each benchmark, greedy, at the length its runs would sample (`mrtpo eval --task tool
+# --base --model smollm2`), and whether its rewards vary within the groups it samples at the training temperature
+# (`mrtpo diagnose`): a reward that is constant within a group gets advantage 0 on every token, in every arm, so
+# where no reward varies no arm of this page can learn anything from this model at this geometry.
+
+# %%
+base = untrained.base_table(task, real_model)
+spread = untrained.reward_spread(task, real_model)
+if base is None or spread is None:
+    display(Markdown(untrained.missing_sentence(task, real_model)))
+if base is not None:
+    display(base)
+if spread is not None:
+    display(spread[0].round(3))
+    print(untrained.spread_sentence(task, real_model, *spread))
 
 # %% [markdown]
 # **Reading the page.** Tool calling is where the paper's relevance is best localised (about 6x uniform,
