@@ -19,7 +19,8 @@ def _base_folder(root, task, name, value, fingerprint=None):
     summary = record(task, BASE_ARM) | ({"fingerprint": fingerprint} if fingerprint else {})
     (folder / "summary.json").write_text(json.dumps(summary))
     pd.DataFrame([{"run": name, "task": task, "model": "smollm2", "method": "base", "benchmark": "spider_dev",
-                   "decoding": "greedy", "metric": "format", "value": value, "n_prompts": 64}]).to_csv(folder / "eval.csv", index=False)
+                   "decoding": "greedy", "metric": metric, "value": v, "n_prompts": 64}
+                  for metric, v in (("format", value), ("n", 64.0))]).to_csv(folder / "eval.csv", index=False)
 
 
 def _diagnosis(root, task, spreads):
@@ -36,8 +37,9 @@ def test_base_scores_keep_the_current_behaviour_only(tmp_path, monkeypatch):
     assert untrained.base_scores("sql", "smollm2") is None
     _base_folder(tmp_path, "sql", "base-11111111", 0.25)
     rows = untrained.base_scores("sql", "smollm2")
-    assert rows.run.tolist() == ["base-11111111"] and rows.value.tolist() == [0.25]
-    assert untrained.base_table("sql", "smollm2").loc[("spider_dev", "format", 64), "greedy"] == 0.25
+    assert rows.run.unique().tolist() == ["base-11111111"] and rows.value.tolist() == [0.25, 64.0]
+    table = untrained.base_table("sql", "smollm2")
+    assert table.loc[("spider_dev", "format", 64), "greedy"] == 0.25 and len(table) == 1  # the count is n_prompts
 
 
 def test_the_spread_sentence_says_whether_any_reward_varies(tmp_path, monkeypatch):

@@ -81,6 +81,7 @@ def base_table(task: str, model: str) -> pd.DataFrame | None:
     rows = base_scores(task, model)
     if rows is None:
         return None
+    rows = rows[rows.metric != "n"]  # instruction following's scorer also reports its prompt count, n_prompts here
     return rows.pivot_table(index=["benchmark", "metric", "n_prompts"], columns="decoding", values="value").round(3)
 
 
