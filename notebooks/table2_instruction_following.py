@@ -104,15 +104,11 @@ print(power_analysis.power_sentence(power))
 # where no reward varies no arm of this page can learn anything from this model at this geometry.
 
 # %%
-base = untrained.base_table(task, real_model)
-spread = untrained.reward_spread(task, real_model)
-if base is None or spread is None:
-    display(Markdown(untrained.missing_sentence(task, real_model)))
-if base is not None:
-    display(base)
-if spread is not None:
-    display(spread[0].round(3))
-    print(untrained.spread_sentence(task, real_model, *spread))
+base, spread, sentence = untrained.summary(task, real_model)
+for shown in (base, spread):
+    if shown is not None:
+        display(shown)
+print(sentence)
 
 # %% [markdown]
 # The evaluator against a published figure: all 541 IFEval prompts through the official checker, greedy, with the

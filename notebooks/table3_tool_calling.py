@@ -37,8 +37,6 @@ methods = ["grpo", "gdpo", "mrtpo", "opsd", "entropy"]
 real_model = "smollm2"  # the real instruct model whose untrained scores and reward spread close the page
 
 # %%
-from IPython.display import Markdown
-
 from mrtpo.analysis import claims, evidence, multiplicity, plots, power_analysis, report, untrained
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
@@ -125,15 +123,11 @@ plots.save(fig, f"table3_format_{task}_{model}")
 # where no reward varies no arm of this page can learn anything from this model at this geometry.
 
 # %%
-base = untrained.base_table(task, real_model)
-spread = untrained.reward_spread(task, real_model)
-if base is None or spread is None:
-    display(Markdown(untrained.missing_sentence(task, real_model)))
-if base is not None:
-    display(base)
-if spread is not None:
-    display(spread[0].round(3))
-    print(untrained.spread_sentence(task, real_model, *spread))
+base, spread, sentence = untrained.summary(task, real_model)
+for shown in (base, spread):
+    if shown is not None:
+        display(shown)
+print(sentence)
 
 # %% [markdown]
 # **Reading the page.** Tool calling is where the paper's relevance is best localised (about 6x uniform,

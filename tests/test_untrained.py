@@ -53,6 +53,9 @@ def test_the_spread_sentence_says_whether_any_reward_varies(tmp_path, monkeypatc
     _diagnosis(tmp_path, "if", {"constraint_0": 0.375, "constraint_1": 0.0})
     varied = untrained.spread_sentence("if", "smollm2", *untrained.reward_spread("if", "smollm2"))
     assert "1 of 2 rewards" in varied and "constraint_0 38%" in varied and "nothing to learn" not in varied
+    base, spread, sentence = untrained.summary("if", "smollm2")  # no base evaluation of it yet
+    assert base is None and list(spread.index) == ["constraint_0", "constraint_1"]
+    assert sentence.startswith("In 64 groups") and "mrtpo eval --task if --base --model smollm2" in sentence
 
 
 def test_the_ifeval_check_sits_beside_the_model_card(tmp_path, monkeypatch):

@@ -89,3 +89,13 @@ def missing_sentence(task: str, model: str) -> str:
     """What measures the untrained model's figures that a page found missing."""
     return (f"Not measured yet for `{model}` on `{task}`: `mrtpo eval --task {task} --base --model {model}` (base "
             f"scores) and `mrtpo diagnose --task {task} --model {model}` (the reward spread) measure them.")
+
+
+def summary(task: str, model: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None, str]:
+    """What a task's page shows of the untrained model: (:func:`base_table`, the reward spread of
+    :func:`reward_spread`, a sentence: whether the rewards vary, and what measures whatever is missing)."""
+    base, spread = base_table(task, model), reward_spread(task, model)
+    words = [] if base is not None and spread is not None else [missing_sentence(task, model)]
+    if spread is not None:
+        words.insert(0, spread_sentence(task, model, *spread))
+    return base, None if spread is None else spread[0].round(3), " ".join(words)
