@@ -14,8 +14,9 @@ depend on the batch). Restartable: finished responses are kept in ``responses.js
 
 Writes ``results/published_check/<model>-ifeval/``: ``responses.jsonl`` (prompt key, response, tokens, whether
 the length cap cut it, its share of its chunk's decoding seconds), ``scores.json`` (the four accuracies, their
-average beside the published one, the cut responses' count and share, the settings, the decoding seconds summed
-over the responses, the seconds of this call and the machine).
+average beside the published one, the cut responses' count and share, the four accuracies over the answers that
+ended and over those cut (``by_length``), the settings, the decoding seconds summed over the responses, the
+seconds of this call and the machine).
 
     python benchmarks/published_check.py [--model smollm2] [--max-new-tokens 256] [--chunk 32] [--threads 1]
 """
@@ -80,10 +81,14 @@ def main(argv=None) -> None:
             fh.flush()
     scores = evaluate([(r, done[r["key"]]["response"]) for r in rows])
     cut = sum(done[r["key"]]["cut"] for r in rows)
+    # the same accuracies over the answers that ended and over those the length cap cut: how much the cap costs
+    by_length = {name: evaluate([(r, done[r["key"]]["response"]) for r in rows if done[r["key"]]["cut"] == was_cut])
+                 for name, was_cut in (("ended", False), ("cut", True)) if any(done[r["key"]]["cut"] == was_cut for r in rows)}
     average = {mode: 100 * (scores[f"prompt_{mode}"] + scores[f"inst_{mode}"]) / 2 for mode in ("strict", "loose")}
     record = {"model": args.model, "benchmark": "ifeval", "prompts": len(rows), **scores,
               "average_strict": average["strict"], "average_loose": average["loose"],
               "published_average": PUBLISHED.get(args.model), "cut_by_length": cut, "cut_share": cut / len(rows),
+              "by_length": by_length,
               "max_new_tokens": max_new, "decoding": "greedy", "chat_template": True,
               # decoding time over every response (rows decoded before it was recorded have none: then null)
               "decoding_seconds": (round(sum(done[r["key"]]["seconds"] for r in rows), 1)

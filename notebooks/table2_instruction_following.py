@@ -123,8 +123,7 @@ if check is None:
     display(Markdown(f"`{real_model}` has no IFEval check yet: `python benchmarks/published_check.py --model {real_model}`."))
 else:
     display(untrained.published_table(check).round(3))
-    print(f"{check['prompts']} prompts; {check['cut_by_length']} answers ({check['cut_share']:.0%}) cut at "
-          f"{check['max_new_tokens']} tokens.")
+    print(untrained.length_sentence(check))
 
 # %% [markdown]
 # **Reading the page.** The paper's gains here are small (about a point) and change sign on one benchmark

@@ -68,3 +68,9 @@ def test_the_ifeval_check_sits_beside_the_model_card(tmp_path, monkeypatch):
     table = untrained.published_table(untrained.published_check("smollm2"))
     assert table.loc["model card: IFEval average prompt/inst (points)", "value"] == pytest.approx(29.9)
     assert table.loc["prompt-level strict", "value"] == pytest.approx(0.2)
+    counts = {"prompts": 541, "cut_by_length": 306, "cut_share": 306 / 541, "max_new_tokens": 256}
+    assert untrained.length_sentence(counts) == "541 prompts; 306 answers (57%) cut at 256 tokens."
+    split = untrained.length_sentence({**counts, "by_length": {
+        "ended": {"n": 235, "prompt_strict": 0.204, "inst_strict": 0.317},
+        "cut": {"n": 306, "prompt_strict": 0.16, "inst_strict": 0.262}}})
+    assert "Over the 235 answers that ended: prompt-level strict 0.204" in split and "Over the 306 answers cut" in split

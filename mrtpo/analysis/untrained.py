@@ -48,6 +48,18 @@ def published_table(check: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["accuracy", "value"]).set_index("accuracy")
 
 
+def length_sentence(check: dict) -> str:
+    """How many IFEval answers the length cap cut, and the strict accuracies over the answers that ended and over
+    the cut ones (``by_length``; a check written before it was kept gives the count alone)."""
+    words = (f"{check['prompts']} prompts; {check['cut_by_length']} answers ({check['cut_share']:.0%}) cut at "
+             f"{check['max_new_tokens']} tokens.")
+    parts = check.get("by_length", {})
+    for name, part in parts.items():
+        words += (f" Over the {part['n']} answers {'that ended' if name == 'ended' else 'cut'}: prompt-level strict "
+                  f"{part['prompt_strict']:.3f}, instruction-level strict {part['inst_strict']:.3f}.")
+    return words
+
+
 def reward_spread(task: str, model: str) -> tuple[pd.DataFrame, dict] | None:
     """Per reward of the diagnosis: the share of sampled groups in which it takes two values and the share of
     responses replayed for it; with the diagnosis' settings (samples, groups, G, temperature, completion length).
