@@ -4,7 +4,8 @@ Per task (the default tiny base of each task that is built; a missing base is sk
 arm (``trl-gdpo``: TRL's own GRPOTrainer with ``normalize_then_sum``; ``gdpo``; ``entropy``; ``joint``; ``mrtpo``),
 one trainer each, with the runner's tiny configuration (prompts x generations, completion length, learning rate,
 temperature) and the same seed; the arms take their steps in turn (round robin), so that load drifts hit them
-alike. Each step is split into
+alike, and each from the same random state (while two arms' policies are equal, they sample the same completions).
+Each step is split into
 
 * generation: TRL's sampling and everything of ``_generate_and_score_completions`` that is not below;
 * rewards: the reward functions (``_calculate_rewards``);
@@ -17,7 +18,9 @@ each step of a replaying arm, one no-grad forward over the step's B rows under P
 by length as the replay packs them, logits at the valid completion positions) is timed: ``forward_s``. With
 ``forwards_per_response`` = replayed rows / B (= K_eff + the share of responses with any replayed reward, at most
 K_eff + 1), ``limit_s = forwards_per_response x forward_s`` and ``replay_to_limit = replay_s / limit_s``
-(median over steps; goal <= 1.2). ``ratio_to_trl_gdpo`` of ``gdpo``: goal <= 1.02.
+(median over steps; goal <= 1.2). ``ratio_to_trl_gdpo`` of ``gdpo``: goal <= 1.02; since wall time moves with
+whatever else the machine runs, ``cpu_ratio_to_trl_gdpo`` pairs the two trainers' CPU seconds step by step, with
+its 95% interval and whether both sampled the same completions (:func:`paired_cpu_ratio`).
 
 **Loss pass.** Forward and backward cost about three forwards: after each step, one no-grad forward over the
 step's rows (prompt + response, packed the same way) is timed (``plain_forward_s``), ``loss_limit_s`` = 3 x that
@@ -81,7 +84,8 @@ def timed(trainer, name: str, clock: dict) -> None:
     def wrapper(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return original(*args, **kwargs)
+            clock[f"{name}_output"] = original(*args, **kwargs)
+            return clock[f"{name}_output"]
         finally:
             clock[name] = clock.get(name, 0.0) + time.perf_counter() - start
 
@@ -113,6 +117,24 @@ def forward_seconds(trainer, with_z: bool = True) -> float:
         model.train()
 
 
+def paired_cpu_ratio(arm: list[dict], trl: list[dict]) -> dict:
+    """An arm's CPU time per step over TRL's GDPO, paired by step (both trainers in this process, so other jobs on
+    the machine take wall time from both alike and CPU time from neither): the geometric mean of the per-step ratios
+    with its 95% t interval (``cpu_ratio_to_trl_gdpo``, ``_lo``, ``_hi``), and the share of steps on which the two
+    trainers sampled the very same completions (``same_completions``: the same work, so the ratio is the
+    machinery's alone)."""
+    import math
+
+    from mrtpo.analysis.significance import t_quantile
+
+    logs = [math.log(a["cpu_s"] / b["cpu_s"]) for a, b in zip(arm, trl)]
+    mean, n = statistics.fmean(logs), len(logs)
+    half = t_quantile(0.975, n - 1) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else float("nan")
+    same = sum(a["completions"] == b["completions"] for a, b in zip(arm, trl)) / n
+    return {"cpu_ratio_to_trl_gdpo": math.exp(mean), "cpu_ratio_lo": math.exp(mean - half),
+            "cpu_ratio_hi": math.exp(mean + half), "same_completions": same}
+
+
 def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: str = "tiny",
                variants=VARIANTS, threads: int = 1, lora_rank: int = 0) -> list[dict]:
     trainers = {v: make_trainer(v, task_name, work / model_name, warmup + steps, model_name, lora_rank) for v in variants}
@@ -129,22 +151,25 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: 
         for v, t in trainers.items():  # round robin: each arm takes one step in turn
             batch = next(loops[v])
             clocks[v].clear()
-            start = time.perf_counter()
+            torch.manual_seed(step)  # every arm samples its step from the same random state: the same work where it can
+            start, cpu = time.perf_counter(), time.process_time()
             t.training_step(t.model, batch, None)
             trained = time.perf_counter()
             t.optimizer.step()
             t.optimizer.zero_grad()
             t.state.global_step += 1
-            end = time.perf_counter()
+            end, cpu = time.perf_counter(), time.process_time() - cpu
             score = clocks[v]["_generate_and_score_completions"]
             rewards = clocks[v]["_calculate_rewards"]
             replay = getattr(t, "_step_time", {}).get("replay", 0.0)
             row = {"step_s": end - start, "generation": score - rewards - replay, "rewards": rewards, "replay": replay,
-                   "loss": trained - start - score, "other": end - trained}
+                   "loss": trained - start - score, "other": end - trained, "cpu_s": cpu,
+                   "completions": clocks[v]["_generate_and_score_completions_output"]["completion_ids"].tolist()}
             metrics = t._metrics["train"]
-            row["plain_forward_s"] = forward_seconds(t, with_z=False)
-            row["loss_limit_s"] = 3 * row["plain_forward_s"]  # forward + backward: about three forwards
-            row["loss_to_limit"] = row["loss"] / row["loss_limit_s"]
+            if v != "trl-gdpo":  # TRL's trainer keeps no scored batch to replay the forward over
+                row["plain_forward_s"] = forward_seconds(t, with_z=False)
+                row["loss_limit_s"] = 3 * row["plain_forward_s"]  # forward + backward: about three forwards
+                row["loss_to_limit"] = row["loss"] / row["loss_limit_s"]
             if v in ("joint", "mrtpo"):
                 row["forward_s"] = forward_seconds(t)
                 row["forwards_per_response"] = metrics["mrtpo/replay_forwards_per_response"][-1]
@@ -156,6 +181,7 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: 
         print(f"{task_name} step {step}: " + ", ".join(f"{v} {log[v][-1]['step_s'] if log[v] else 0:.2f}s" for v in variants),
               flush=True)
     med = {v: statistics.median(r["step_s"] for r in log[v]) for v in variants}
+    to_trl = {v: paired_cpu_ratio(log[v], log["trl-gdpo"]) for v in variants if "trl-gdpo" in log}
     cfg = resolve(task_name, "mrtpo", model_name)
     rows = []
     for v in variants:
@@ -168,6 +194,7 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: 
             **{f"{phase}_s": median(phase) for phase in PHASES},
             "ratio_to_gdpo": med[v] / med.get("gdpo", float("nan")),
             "ratio_to_trl_gdpo": med[v] / med.get("trl-gdpo", float("nan")),
+            **to_trl.get(v, {}),
             "replay_share": median("replay") / med[v],
             "effective_k": median("effective_k"), "forwards_per_response": median("forwards_per_response"),
             "forward_s": median("forward_s"), "limit_s": median("limit_s"), "replay_to_limit": median("replay_to_limit"),
@@ -212,11 +239,13 @@ def main() -> None:
     if out.exists():  # a measurement replaces the earlier rows of its model, tasks and LoRA rank, and keeps the others
         old = pd.read_csv(out)
         rank = old["lora_rank"].fillna(0) if "lora_rank" in old else 0
-        same = old["model"].isin(df["model"]) & old["task"].isin(df["task"]) & (rank == args.lora_rank)
+        same = (old["model"].isin(df["model"]) & old["task"].isin(df["task"]) & old["variant"].isin(df["variant"])
+                & (rank == args.lora_rank))
         df = pd.concat([old[~same], df], ignore_index=True)
     df.to_csv(out, index=False)
     print(df[["task", "model", "variant", "median_step_s", "ratio_to_gdpo", "ratio_to_trl_gdpo", "replay_s",
-              "replay_to_limit", "loss_to_limit"]])
+              "replay_to_limit", "loss_to_limit"] + [c for c in ("cpu_ratio_to_trl_gdpo", "cpu_ratio_lo", "cpu_ratio_hi",
+                                                                "same_completions") if c in df]])
 
 
 if __name__ == "__main__":

@@ -22,3 +22,18 @@ def test_benchmark_script_imports_and_documents_its_command(path):
     finally:
         del sys.modules[spec.name]
     assert module.__doc__ and "python benchmarks/" in module.__doc__ or path.stem == "__init__", path.name
+
+
+def test_the_cpu_ratio_to_trl_pairs_steps_and_says_when_the_work_was_the_same():
+    spec = importlib.util.spec_from_file_location("benchmark_step_cost", SCRIPTS[0].parent / "step_cost.py")
+    step_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(step_cost)
+    trl = [{"cpu_s": s, "completions": [[1, 2]]} for s in (1.0, 2.0, 4.0)]
+    ours = [{"cpu_s": 1.1 * r["cpu_s"], "completions": r["completions"]} for r in trl]
+    exact = step_cost.paired_cpu_ratio(ours, trl)  # the step-to-step spread cancels in the pairs: no width at all
+    assert exact["cpu_ratio_to_trl_gdpo"] == pytest.approx(1.1) and exact["cpu_ratio_hi"] - exact["cpu_ratio_lo"] < 1e-9
+    assert exact["same_completions"] == 1.0
+    ours[1] = {"cpu_s": 2.0, "completions": [[1, 3]]}
+    noisy = step_cost.paired_cpu_ratio(ours, trl)
+    assert noisy["cpu_ratio_lo"] < noisy["cpu_ratio_to_trl_gdpo"] < noisy["cpu_ratio_hi"]
+    assert noisy["same_completions"] == pytest.approx(2 / 3)
