@@ -99,6 +99,7 @@ def test_a_gain_growing_with_the_ratio_is_found_with_its_interval():
     assert "below the design" not in result.verdict
     flat = D.dose_response("sql", {d: gain(0.0, seed=i) for i, d in enumerate((0.0, 0.2, 0.5, 0.8))}, loc)
     assert "no dependence of the gain on localisation detected" in flat.verdict and "an interval holding 0" in flat.verdict
+    assert "no evidence either way" in flat.verdict and "confirm" not in flat.verdict  # a null interval confirms nothing
 
 
 def test_not_enough_settings_or_seeds_is_said_and_missing_settings_are_kept():

@@ -197,7 +197,7 @@ def _verdict(task: str, table: pd.DataFrame, slopes: pd.DataFrame, treated: str,
         head = f"the gain shrinks as localisation grows: {fit}"
     else:
         head = (f"no dependence of the gain on localisation detected: {fit}, an interval holding 0 (not "
-                "distinguishable from no dependence at this power, which confirms none)")
+                "distinguishable from no dependence at this power: no evidence either way)")
     return f"{task}: {head}{below}."
 
 
