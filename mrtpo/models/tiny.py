@@ -73,7 +73,8 @@ def tiny_path(task: Task, size: str = "tiny", seed: int = 0, recipe: Recipe | No
 
 
 def tiny_base(task: Task, size: str = "tiny", seed: int = 0, recipe: Recipe | None = None, force: bool = False) -> Path:
-    """Path of the tiny base for ``task``, built and cached when absent.
+    """Path of the tiny base for ``task``, built and cached when absent (processes asking at once: one builds it,
+    the others wait for it under a file lock).
 
     Cache: ``$MRTPO_CACHE/models/<task>-<size>-<seed>-<recipe hash>/`` (default ``~/.cache/mrtpo``), holding
     ``save_pretrained`` model + tokenizer and ``mrtpo_recipe.json`` (recipe, warm-up mix, build stats). A stage 2
