@@ -41,7 +41,7 @@ real_model = "smollm2"  # the real instruct model whose untrained scores and rew
 # %%
 from IPython.display import Markdown
 
-from mrtpo.analysis import evidence, multiplicity, power_analysis, report, untrained
+from mrtpo.analysis import evidence, multiplicity, power_analysis, report, trained, untrained
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
@@ -124,6 +124,24 @@ if check is None:
 else:
     display(untrained.published_table(check).round(3))
     print(untrained.length_sentence(check))
+
+# %% [markdown]
+# ## A real instruct model, trained
+#
+# `real_model` trained at its registry geometry (SmolLM2: 4 prompts x G = 4 per step, 256 tokens, learning rate
+# 1e-5, 50 steps, full fine-tuning; `mrtpo plan --task if --model smollm2` prints it with the reason for each
+# setting) by GDPO, MRTPO, the positive control `region` (perfect placement, the issue-42 arm) and the `entropy`
+# placement control, on shared seeds, each evaluated greedy on the same 64 IFEval and 64 IFBench prompts as its
+# untrained scores above. Read from finished run folders only: this page trains none of them. The change from the
+# untrained model says whether training moved it at all (its interval is over seeds: the untrained model is one
+# evaluation); each difference between arms is paired by seed, with Holm's correction over this section's tests
+# (a family of its own: another model, other benchmarks).
+
+# %%
+scores, real_verdicts, real_figure, real_sentence = trained.summary(task, real_model)
+display(scores)
+display(real_verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
+print(real_sentence)
 
 # %% [markdown]
 # **Reading the page.** The paper's gains here are small (about a point) and change sign on one benchmark

@@ -1,0 +1,95 @@
+"""The trained real model's section of Table 2 (``mrtpo.analysis.trained``): scores beside the untrained model,
+paired differences with Holm's correction over the section, and a sentence that says what is missing. Run folders
+are written by hand (a few files each), so nothing trains."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mrtpo.analysis import trained
+from mrtpo.files.manifest import write_manifest
+from mrtpo.runs.behaviour import record
+from mrtpo.runs.results import Run
+
+BENCHMARKS = ("ifeval", "ifbench")
+
+
+def fake_run(root, method, seed, scores: dict) -> Run:
+    """A smollm2 run folder evaluated greedy, ``scores[(benchmark, metric)] = value``."""
+    folder = root / f"{method}-seed{seed}"
+    folder.mkdir(parents=True)
+    cfg = {"task": "if", "method": method, "model": "smollm2", "seed": seed, "mrtpo_beta": 0.5, "steps": 50}
+    (folder / "config.json").write_text(json.dumps({"config": cfg, "data": {b: "d0" for b in BENCHMARKS}}))
+    (folder / "summary.json").write_text(json.dumps(record("if", method)))
+    (folder / "eval.json").write_text(json.dumps({b: {"n_prompts": 64} for b in BENCHMARKS}))
+    pd.DataFrame([{"run": folder.name, "task": "if", "model": "smollm2", "method": method, "mrtpo_beta": 0.5,
+                   "seed": seed, "steps": 50, "benchmark": b, "decoding": "greedy", "metric": m, "value": v,
+                   "n_prompts": 64} for (b, m), v in scores.items()]).to_csv(folder / "eval.csv", index=False)
+    write_manifest(folder)
+    return Run(folder)
+
+
+def scores(prompt_strict: float) -> dict:
+    return {(b, m): prompt_strict + (0.05 if m == "inst_strict" else 0.0) + (0.01 if b == "ifbench" else 0.0)
+            for b in BENCHMARKS for m in ("prompt_strict", "inst_strict", "prompt_loose")}
+
+
+BASE = pd.DataFrame([{"benchmark": b, "decoding": "greedy", "metric": m, "value": v} for (b, m), v in scores(0.15).items()])
+
+
+def test_the_scores_show_each_arm_beside_the_base_with_its_change(tmp_path):
+    gdpo = [fake_run(tmp_path, "gdpo", s, scores(v)) for s, v in zip((0, 1, 2), (0.20, 0.22, 0.24))]
+    mrtpo = [fake_run(tmp_path, "mrtpo", 0, scores(0.30))]
+    table = trained.score_table({"gdpo": gdpo, "mrtpo": mrtpo, "region": []}, BASE)
+    assert list(table.index) == ["base (untrained)", "gdpo", "mrtpo"]  # an arm without runs is not shown
+    assert table.at["base (untrained)", "ifeval prompt_strict"] == "0.150"
+    assert table.at["gdpo", "ifeval prompt_strict"] == f"0.220 ± {0.02 / np.sqrt(3):.3f}"
+    assert table.at["gdpo", "ifbench inst_strict"].startswith("0.280 ± ")
+    assert table.at["mrtpo", "ifeval prompt_strict"] == "0.300 ± —"  # one seed: no spread, never 0
+    change, lo, hi = trained.change_from_base(np.array([0.20, 0.22, 0.24]), 0.15)
+    assert change == pytest.approx(0.07) and lo < 0.07 < hi and hi - lo == pytest.approx(2 * 4.303 * 0.02 / np.sqrt(3), rel=1e-3)
+    assert table.at["gdpo", "ifeval change from base"].startswith("+0.070 [")
+    assert table.at["mrtpo", "ifeval change from base"] == "+0.150 [no interval]"
+    assert "prompt_loose" not in " ".join(table.columns)
+    untrained_only = trained.score_table({"gdpo": []}, BASE)  # before any run: the base's scores alone
+    assert list(untrained_only.index) == ["base (untrained)"] and untrained_only.at["base (untrained)", "ifbench inst_strict"] == "0.210"
+
+
+def test_verdicts_pair_by_seed_and_correct_over_the_section(tmp_path):
+    rng = np.random.default_rng(0)
+    base = [0.2 + rng.normal(0, 0.01) for _ in range(5)]
+    gdpo = [fake_run(tmp_path, "gdpo", s, scores(v)) for s, v in enumerate(base)]
+    mrtpo = [fake_run(tmp_path, "mrtpo", s, scores(v + 0.10 + rng.normal(0, 0.005))) for s, v in enumerate(base)]
+    region = [fake_run(tmp_path, "region", 0, scores(0.5))]
+    table = trained.verdicts({"gdpo": gdpo, "mrtpo": mrtpo, "region": region, "entropy": []})
+    assert table.comparison.tolist() == ["mrtpo − gdpo"] * 2 + ["region − gdpo"] * 2
+    assert table.benchmark.tolist() == ["ifeval", "ifbench"] * 2
+    gap = table.iloc[0]
+    assert gap["shared seeds"] == 5 and gap["verdict"] == "gap" and gap["lo"] > 0
+    # Holm over the section's 2 tests: the adjusted p is at least the raw one, at most twice it
+    assert gap["p (paired t)"] <= gap["p (Holm)"] <= 2 * gap["p (paired t)"] + 1e-12
+    assert table.iloc[2]["verdict"] == "inconclusive: one shared seed, no test" and np.isnan(table.iloc[2]["p (Holm)"])
+    words = trained.sentence("if", "smollm2", {"gdpo": gdpo, "mrtpo": mrtpo, "region": region, "entropy": []},
+                                table, seeds_planned=(0, 1, 2))
+    assert "MRTPO beats GDPO on this model" in words
+    assert "Still to train (5 runs): region seeds 1, 2; entropy seeds 0, 1, 2" in words
+    assert "`mrtpo train --task if --method <arm> --model smollm2 --seed <seed>`" in words
+
+
+def test_the_sentence_says_no_evidence_when_nothing_is_paired(tmp_path):
+    gdpo = [fake_run(tmp_path, "gdpo", 0, scores(0.2))]
+    arms = {"gdpo": gdpo, "mrtpo": []}
+    table = trained.verdicts(arms)
+    assert table.empty
+    words = trained.sentence("if", "smollm2", arms, table, seeds_planned=(0, 1))
+    assert "not known, no seed has runs of both" in words and "Still to train (3 runs)" in words
+
+
+def test_the_figure_shows_each_runs_change_from_the_base(tmp_path):
+    gdpo = [fake_run(tmp_path, "gdpo", s, scores(v)) for s, v in zip((0, 1), (0.20, 0.30))]
+    fig = trained.change_figure({"gdpo": gdpo, "mrtpo": []}, BASE)
+    heights = sorted(round(p.get_height(), 3) for p in fig.axes[0].patches if p.get_height())
+    assert heights == [0.1, 0.1]  # gdpo's mean change on each benchmark: (0.05 + 0.15) / 2
+    assert trained.change_figure({"gdpo": gdpo}, None).axes[0].texts  # no base: a figure that says so
