@@ -140,7 +140,8 @@ else:
 # %%
 scores, real_verdicts, real_figure, real_sentence = trained.summary(task, real_model)
 display(scores)
-display(real_verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
+if len(real_verdicts):  # before any seed has runs of two arms there is nothing to pair
+    display(real_verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
 print(real_sentence)
 
 # %% [markdown]
