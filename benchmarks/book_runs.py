@@ -1,5 +1,5 @@
-"""The book's evidence grid (issue 19) at the tiny default, in priority order: which runs, which are finished,
-and what the missing ones will cost.
+"""The book's evidence grid (issue 19) at the tiny default, then the real instruct model's runs (issue 40), in
+priority order: which runs, which are finished, and what the missing ones will cost.
 
     python benchmarks/book_runs.py --dry-run            # the plan: every run, done or missing, estimated minutes
     python benchmarks/book_runs.py --missing            # the missing runs as `mrtpo train` arguments, one a line
@@ -23,7 +23,10 @@ every setting before the third (a setting enters the slope with two shared seeds
 ``mrtpo.analysis.dose_response`` (ahead of the ablation: it is the experiment the paper could not run, and the one the book
 exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW and (text-to-SQL)
 sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
-beta). Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that
+beta); (7) the positive control — the ``region`` arm beside GDPO and MRTPO, and the placement dial
+(``region_blend``, issue 42); (8) the real model — GDPO, MRTPO, ``region`` and ``entropy`` on SmolLM2-135M-Instruct
+(``--model smollm2``) at its registry settings and seeds, instruction following only (``--section 'real model'``;
+hours a run on one CPU thread). Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that
 needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
 time is not in the estimates, and the dry run lists the bases that are neither built nor shipped).
 """
@@ -41,6 +44,7 @@ from mrtpo.analysis.claims import LONG_STEPS
 from mrtpo.analysis.dose_response import MIN_SHARED_SEEDS
 from mrtpo.analysis.evidence import BETAS
 from mrtpo.analysis.positive_control import BLEND_SETTINGS
+from mrtpo.analysis.trained import ARMS as TRAINED_ARMS
 from mrtpo.models import model_spec
 from mrtpo.models.recipe import DIAL_SETTINGS
 from mrtpo.tasks import get_task
@@ -58,6 +62,9 @@ MAX_POWERED_SEEDS = 16
 #: the positive control (issue 42): the region arm with GDPO and MRTPO on shared seeds on every task, and the
 #: placement dial (MRTPO's relevance blended with the check region) on the dose-response tasks
 CONTROL_SEEDS, BLEND_SEEDS = 5, 3
+#: the real instruct model's grid (issue 40): its arms (``mrtpo.analysis.trained``) on the tasks whose rewards vary
+#: within its groups (its diagnosis: none does on text-to-SQL or tool calling), at the seeds its registry entry plans
+REAL_MODEL, REAL_TASKS, REAL_ARMS = "smollm2", ("if",), TRAINED_ARMS
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,10 @@ class Planned:
     seed: int
     steps: int | None = None
     overrides: dict = field(default_factory=dict, hash=False, compare=False)
+    model: str = "tiny"
 
     def cli(self) -> str:
-        args = [f"--task {self.task}", f"--method {self.method}", f"--seed {self.seed}", "--model tiny"]
+        args = [f"--task {self.task}", f"--method {self.method}", f"--seed {self.seed}", f"--model {self.model}"]
         if self.steps is not None:
             args.append(f"--steps {self.steps}")
         if "mrtpo_beta" in self.overrides:
@@ -133,6 +141,10 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None, section: str | N
         if task in DOSE_TASKS:
             plan += [Planned("positive control", task, "mrtpo", s, overrides={"region_blend": lam})
                      for s in range(BLEND_SEEDS) for lam in BLEND_SETTINGS]
+    # the real instruct model (issue 40) at its registry settings and seeds, each seed's arms together
+    for task in REAL_TASKS:
+        seeds_planned = model_spec(get_task(task), REAL_MODEL).seeds
+        plan += [Planned("real model", task, m, s, model=REAL_MODEL) for s in seeds_planned for m in REAL_ARMS]
     if section is not None:
         if section not in {p.section for p in plan}:
             raise SystemExit(f"no section {section!r}; sections: {', '.join(dict.fromkeys(p.section for p in plan))}")
@@ -153,19 +165,18 @@ def status(plan: list[Planned]) -> list[dict]:
     from mrtpo import runs as runner
     from mrtpo.runs.results import runs_table
 
-    done = runs_table()
-    done = done[done["model"] == "tiny"].assign(base=lambda d: d["dial"].notna().map({True: "dial", False: "default"}),
-                                                 per_step=lambda d: d["train_s"] / d["steps"])
-    by_base = done.groupby(["task", "method", "base"])["per_step"].median()
-    by_method = done.groupby(["task", "method"])["per_step"].median()
-    by_task_base = done.groupby(["task", "base"])["per_step"].median()
+    done = runs_table().assign(base=lambda d: d["dial"].notna().map({True: "dial", False: "default"}),
+                               per_step=lambda d: d["train_s"] / d["steps"])
+    by_base = done.groupby(["model", "task", "method", "base"])["per_step"].median()
+    by_method = done.groupby(["model", "task", "method"])["per_step"].median()
+    by_task_base = done.groupby(["model", "task", "base"])["per_step"].median()
     rows = []
     for p in tqdm(plan, desc="checking run folders"):
-        found = runner.find(p.task, p.method, "tiny", seed=p.seed, steps=p.steps, **p.overrides)
-        cfg = runner.resolve(p.task, p.method, "tiny", steps=p.steps, **p.overrides)
+        found = runner.find(p.task, p.method, p.model, seed=p.seed, steps=p.steps, **p.overrides)
+        cfg = runner.resolve(p.task, p.method, p.model, steps=p.steps, **p.overrides)
         base = "dial" if cfg.dial is not None else "default"
-        per_step = by_base.get((p.task, cfg.label, base),
-                               by_method.get((p.task, cfg.label), by_task_base.get((p.task, base), float("nan"))))
+        per_step = by_base.get((p.model, p.task, cfg.label, base), by_method.get(
+            (p.model, p.task, cfg.label), by_task_base.get((p.model, p.task, base), float("nan"))))
         rows.append({"section": p.section, "run": p.cli(), "done": found is not None, "est_min": per_step * cfg.steps / 60})
     return rows
 

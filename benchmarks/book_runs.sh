@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The book's evidence grid (issue 19) at the tiny default, in priority order, one run at a time (2 cores: never
-# two trainings at once). The plan and its order live in benchmarks/book_runs.py.
+# The book's evidence grid (issue 19) at the tiny default, then the real model's runs (issue 40), in priority order,
+# one run at a time (2 cores: never two trainings at once). The plan and its order live in benchmarks/book_runs.py.
 #
 #   benchmarks/book_runs.sh --dry-run        # list every run (done or missing) and the estimated compute
 #   benchmarks/book_runs.sh [--seeds N]      # train the missing runs (default 3 seeds per arm, 5 for instruction following)

@@ -23,7 +23,8 @@ spec.loader.exec_module(book_runs)
 def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     plan = book_runs.grid(seeds=3)
     sections = list(dict.fromkeys(p.section for p in plan))
-    assert sections == ["power", "main tables", "convergence", "dose-response", "ablation", "beta sweep", "positive control"]
+    assert sections == ["power", "main tables", "convergence", "dose-response", "ablation", "beta sweep", "positive control",
+                        "real model"]
     assert [p.section for p in plan] == sorted((p.section for p in plan), key=sections.index)  # no section interleaved
     assert len({p.cli() for p in plan}) == len(plan)
     # power first: GDPO at 5 seeds on every task
@@ -31,7 +32,7 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     # every arm of a task at the tiny default has the same seeds (3; 5 for instruction following), so pairs are paired
     seeds = defaultdict(set)
     for p in plan:
-        if p.steps is None:
+        if p.steps is None and p.model == "tiny":
             seeds[(p.task, p.method, tuple(sorted(p.overrides.items())))].add(p.seed)
     for (task, method, overrides), found in seeds.items():
         dose = "dial" in dict(overrides) or "region_blend" in dict(overrides)  # the seeds asked for (>= 3)
@@ -56,6 +57,10 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     assert sql[:2 * len(DIAL_SETTINGS) * 2] == [(s, d, m) for d in DIAL_SETTINGS for s in (0, 1) for m in ("gdpo", "mrtpo")]
     assert sql[2 * len(DIAL_SETTINGS) * 2:] == [(2, d, m) for d in DIAL_SETTINGS for m in ("gdpo", "mrtpo")]
     assert len(book_runs.grid(seeds=5)) > len(plan)
+    # the real model: its four arms on instruction following at the registry's seeds, each seed's arms together
+    real = [(p.task, p.seed, p.method) for p in plan if p.section == "real model"]
+    assert {p.model for p in plan if p.section == "real model"} == {"smollm2"}
+    assert real == [("if", s, m) for s in (0, 1, 2) for m in ("gdpo", "mrtpo", "region", "entropy")]
 
 
 def test_powered_section_adds_the_seeds_mrtpo_minus_gdpo_needs(monkeypatch):
@@ -87,10 +92,10 @@ def test_every_planned_run_is_a_valid_mrtpo_train_command():
     parser = build_parser()
     for p in book_runs.grid(seeds=3):
         args = parser.parse_args(["train", *shlex.split(p.cli())])
-        assert (args.task, args.method, args.seed, args.model) == (p.task, p.method, p.seed, "tiny")
+        assert (args.task, args.method, args.seed, args.model) == (p.task, p.method, p.seed, p.model)
         overrides = _overrides(args)  # what `mrtpo train` passes on: --mrtpo-beta, --rewards, --dial, --set
         assert overrides == p.overrides
-        resolve(p.task, p.method, "tiny", p.seed, args.steps, **overrides)  # raises on an invalid combination
+        resolve(p.task, p.method, p.model, p.seed, args.steps, **overrides)  # raises on an invalid combination
 
 
 def test_dry_run_lists_the_dose_response_grid_with_estimates(monkeypatch, tmp_path, capsys):

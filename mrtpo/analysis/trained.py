@@ -123,7 +123,8 @@ def sentence(task: str, model: str, arms: dict[str, list[Run]], table: pd.DataFr
     if todo:
         words.append(f"Still to train ({sum(map(len, todo.values()))} runs): "
                      + "; ".join(f"{arm} seeds {seeds_text(seeds)}" for arm, seeds in todo.items())
-                     + f" (each `mrtpo train --task {task} --method <arm> --model {model} --seed <seed>`).")
+                     + f" (each `mrtpo train --task {task} --method <arm> --model {model} --seed <seed>`; "
+                     "`benchmarks/book_runs.sh --section 'real model'` trains them one after another, restartable).")
     mrtpo_gdpo = table[table.comparison == "mrtpo − gdpo"]
     if mrtpo_gdpo.empty:
         words.append("Whether MRTPO beats GDPO on this model: not known, no seed has runs of both.")
