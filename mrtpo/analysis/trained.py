@@ -114,7 +114,8 @@ def verdicts(arms: dict[str, list[Run]], pairs=PAIRS) -> pd.DataFrame:
 
 
 def sentence(task: str, model: str, arms: dict[str, list[Run]], table: pd.DataFrame, seeds_planned) -> str:
-    """Which runs exist and what is still to train, whether training moved the scores, whether MRTPO beat GDPO."""
+    """Which runs exist, which of ``seeds_planned`` are still to train, and whether MRTPO beat GDPO: only where a
+    benchmark's MRTPO − GDPO is a gap (:func:`verdicts`), never from an interval that holds 0."""
     have = {arm: sorted(r.seed for r in rs) for arm, rs in arms.items()}
     missing = {arm: [s for s in seeds_planned if s not in got] for arm, got in have.items()}
     words = [f"`{model}` on `{task}`: finished runs " + "; ".join(f"{arm} seeds {seeds_text(got)}" for arm, got in have.items())
@@ -132,9 +133,10 @@ def sentence(task: str, model: str, arms: dict[str, list[Run]], table: pd.DataFr
         gaps = mrtpo_gdpo[mrtpo_gdpo.verdict == "gap"]
         each = "; ".join(f"{r['benchmark']} {r['ours (95% interval)']} over {r['shared seeds']} seed(s), {r['verdict']}"
                          for _, r in mrtpo_gdpo.iterrows())
-        words.append(("MRTPO beats GDPO on this model" if len(gaps) and (gaps["diff"] > 0).all() else
-                      "MRTPO is behind GDPO on this model" if len(gaps) and (gaps["diff"] < 0).all() else
-                      "Whether MRTPO beats GDPO on this model: no evidence either way")
+        words.append(("Whether MRTPO beats GDPO on this model: no evidence either way" if gaps.empty else
+                      "MRTPO beats GDPO on this model" if (gaps["diff"] > 0).all() else
+                      "MRTPO is behind GDPO on this model" if (gaps["diff"] < 0).all() else
+                      "MRTPO is ahead of GDPO on one benchmark and behind on another")
                      + f" (MRTPO − GDPO, prompt-level strict: {each}).")
     return " ".join(words)
 
