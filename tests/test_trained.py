@@ -93,3 +93,16 @@ def test_the_figure_shows_each_runs_change_from_the_base(tmp_path):
     heights = sorted(round(p.get_height(), 3) for p in fig.axes[0].patches if p.get_height())
     assert heights == [0.1, 0.1]  # gdpo's mean change on each benchmark: (0.05 + 0.15) / 2
     assert trained.change_figure({"gdpo": gdpo}, None).axes[0].texts  # no base: a figure that says so
+
+
+def test_the_sentence_claims_a_winner_only_from_gaps():
+    def table(*rows):
+        return pd.DataFrame([{"comparison": "mrtpo − gdpo", "benchmark": b, "shared seeds": 3,
+                              "ours (95% interval)": "…", "verdict": v, "diff": d} for b, v, d in rows])
+
+    def said(t):
+        return trained.sentence("if", "smollm2", {"gdpo": [], "mrtpo": []}, t, seeds_planned=())
+
+    assert "no evidence either way" in said(table(("ifeval", "inconclusive: …", 0.2), ("ifbench", "inconclusive: …", 0.1)))
+    assert "MRTPO is behind GDPO" in said(table(("ifeval", "gap", -0.1), ("ifbench", "inconclusive: …", 0.1)))
+    assert "ahead of GDPO on one benchmark and behind on another" in said(table(("ifeval", "gap", -0.1), ("ifbench", "gap", 0.1)))
