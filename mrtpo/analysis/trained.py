@@ -26,6 +26,7 @@ from mrtpo.analysis.evidence import compare, finished, interval_text, seeds_text
 from mrtpo.analysis.multiplicity import family_table
 from mrtpo.analysis.report import evaluations
 from mrtpo.analysis.untrained import base_scores
+from mrtpo.models.spec import ModelNotAvailable
 from mrtpo.runs import runner
 from mrtpo.runs.results import Run
 
@@ -77,7 +78,7 @@ def score_table(arms: dict[str, list[Run]], base: pd.DataFrame | None) -> pd.Dat
                 if m == ACCURACIES[0] and (b, m) in base_value:
                     row[f"{b} change from base"] = interval_text(*change_from_base(values, base_value[b, m]))
         rows.append(row)
-    return pd.DataFrame(rows).set_index("arm")
+    return pd.DataFrame(rows, columns=list(dict.fromkeys(["arm", "seeds", *(k for r in rows for k in r)]))).set_index("arm")
 
 
 def change_from_base(values, base: float, level: float = 0.95) -> tuple[float, float, float]:
@@ -162,10 +163,16 @@ def change_figure(arms: dict[str, list[Run]], base: pd.DataFrame | None, title: 
 
 def summary(task: str, model: str):
     """What the page shows of the trained real model: (:func:`score_table`, :func:`verdicts`, :func:`change_figure`
-    saved as ``trained_<task>_<model>``, :func:`sentence` against the seeds the model's registry entry plans)."""
-    arms, base = trained_arms(task, model), base_scores(task, model)
+    saved as ``trained_<task>_<model>``, :func:`sentence` against the seeds the model's registry entry plans).
+    Where the model is not installed its runs cannot be looked up (a run's identity holds its weights' identity):
+    the untrained scores alone, and the registry's message on how to install it."""
+    base = base_scores(task, model)
+    try:
+        planned = runner.resolve(task, ARMS[0], model).spec.seeds
+    except ModelNotAvailable as exc:
+        return score_table({}, base), verdicts({}), change_figure({}, base), f"No trained run of `{model}` can be looked up here: {exc}"
+    arms = trained_arms(task, model)
     table = verdicts(arms)
-    planned = runner.resolve(task, ARMS[0], model).spec.seeds
     fig = change_figure(arms, base, title=f"{task}, {model}: trained against untrained")
     plots.save(fig, f"trained_{task}_{model}")
     return score_table(arms, base), table, fig, sentence(task, model, arms, table, planned)
