@@ -26,8 +26,8 @@ sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run
 beta); (7) the positive control — the ``region`` arm beside GDPO and MRTPO, and the placement dial
 (``region_blend``, issue 42); (8) the real model — GDPO, MRTPO, ``region`` and ``entropy`` on SmolLM2-135M-Instruct
 (``--model smollm2``) at its registry settings and seeds, instruction following only (``--section 'real model'``;
-hours a run on one CPU thread). Every arm uses the same seeds, so every comparison is paired. A dial base is built by the first run that
-needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
+hours a run on one CPU thread). Every arm uses the same seeds, so every comparison is paired. A dial base is built
+by the first run that needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
 time is not in the estimates, and the dry run lists the bases that are neither built nor shipped).
 """
 
@@ -44,7 +44,7 @@ from mrtpo.analysis.claims import LONG_STEPS
 from mrtpo.analysis.dose_response import MIN_SHARED_SEEDS
 from mrtpo.analysis.evidence import BETAS
 from mrtpo.analysis.positive_control import BLEND_SETTINGS
-from mrtpo.analysis.trained import ARMS as TRAINED_ARMS
+from mrtpo.analysis.trained import ARMS as REAL_ARMS
 from mrtpo.models import model_spec
 from mrtpo.models.recipe import DIAL_SETTINGS
 from mrtpo.tasks import get_task
@@ -62,9 +62,9 @@ MAX_POWERED_SEEDS = 16
 #: the positive control (issue 42): the region arm with GDPO and MRTPO on shared seeds on every task, and the
 #: placement dial (MRTPO's relevance blended with the check region) on the dose-response tasks
 CONTROL_SEEDS, BLEND_SEEDS = 5, 3
-#: the real instruct model's grid (issue 40): its arms (``mrtpo.analysis.trained``) on the tasks whose rewards vary
+#: the real instruct model's grid (issue 40): its arms (``mrtpo.analysis.trained.ARMS``) on the tasks whose rewards vary
 #: within its groups (its diagnosis: none does on text-to-SQL or tool calling), at the seeds its registry entry plans
-REAL_MODEL, REAL_TASKS, REAL_ARMS = "smollm2", ("if",), TRAINED_ARMS
+REAL_MODEL, REAL_TASKS = "smollm2", ("if",)
 
 
 @dataclass(frozen=True)

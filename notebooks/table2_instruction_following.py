@@ -128,11 +128,10 @@ else:
 # %% [markdown]
 # ## A real instruct model, trained
 #
-# `real_model` trained at its registry geometry (SmolLM2: 4 prompts x G = 4 per step, 256 tokens, learning rate
-# 1e-5, 50 steps, full fine-tuning; `mrtpo plan --task if --model smollm2` prints it with the reason for each
-# setting) by GDPO, MRTPO, the positive control `region` (perfect placement, the issue-42 arm) and the `entropy`
-# placement control, on shared seeds, each evaluated greedy on the same 64 IFEval and 64 IFBench prompts as its
-# untrained scores above. Read from finished run folders only: this page trains none of them. The change from the
+# `real_model` trained at its registry settings (`mrtpo plan --task if --model smollm2` prints them with the reason
+# for each) by GDPO, MRTPO, the positive control `region` (perfect placement, the issue-42 arm) and the `entropy`
+# placement control, on shared seeds, each evaluated greedy on the same IFEval and IFBench prompts as its untrained
+# scores above. Read from finished run folders only: this page trains none of them. The change from the
 # untrained model says whether training moved it at all (its interval is over seeds: the untrained model is one
 # evaluation); each difference between arms is paired by seed, with Holm's correction over this section's tests
 # (a family of its own: another model, other benchmarks).

@@ -71,8 +71,8 @@ def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, floa
     return float(lo), float(hi)
 
 
-def _t_interval(d: np.ndarray, level: float) -> tuple[float, float]:
-    """The paired Student-t interval of the mean of the per-seed differences ``d``."""
+def t_interval(d: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The Student-t interval of the mean of the per-seed differences ``d`` (two or more)."""
     half = t_quantile((1 + level) / 2, len(d) - 1) * float(np.std(d, ddof=1)) / math.sqrt(len(d))
     return float(d.mean()) - half, float(d.mean()) + half
 
@@ -116,7 +116,7 @@ def paired_difference(a, b, n_boot: int = 4000, level: float = 0.95, seed: int =
     rng = np.random.default_rng(seed)
     seed_counts = rng.multinomial(S, np.full(S, 1 / S), size=n_boot)  # (B, S)
     if S > 1:
-        lo, hi = _t_interval(d, level)
+        lo, hi = t_interval(d, level)
         return {**none, "diff": float(d.mean()), "lo": lo, "hi": hi, "sd": float(np.std(d, ddof=1)), "p": paired_t_p(d),
                 "resampled": "seeds (paired t)", **({"replicates": seed_counts @ d / S} if replicates else {})}
     if a.ndim == 1:

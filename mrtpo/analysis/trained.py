@@ -57,14 +57,12 @@ def score_table(arms: dict[str, list[Run]], base: pd.DataFrame | None) -> pd.Dat
     change from the base on the tested accuracy, ``+d [lo, hi]`` (mean over seeds of run − base, 95% t interval over
     seeds; no interval with one seed)."""
     runs = {arm: r for arm, r in arms.items() if r}
-    if base is not None:
-        base = base[base.decoding == DECODING]
-    shown = list(dict.fromkeys([*benchmarks(runs), *([] if base is None else base.benchmark)]))
+    base_value = base_values(base)
+    shown = list(dict.fromkeys([*benchmarks(runs), *(b for b, _ in base_value)]))
     evals = evaluations([r for rs in runs.values() for r in rs])
     evals = evals[evals.decoding == DECODING]
-    base_value = {} if base is None else dict(zip(zip(base.benchmark, base.metric), base.value))
     rows = []
-    if base is not None:
+    if base_value:
         rows.append({"arm": "base (untrained)", "seeds": "—",
                      **{f"{b} {m}": f"{base_value[b, m]:.3f}" for b in shown for m in ACCURACIES if (b, m) in base_value}})
     for arm, rs in runs.items():
@@ -81,14 +79,22 @@ def score_table(arms: dict[str, list[Run]], base: pd.DataFrame | None) -> pd.Dat
     return pd.DataFrame(rows, columns=list(dict.fromkeys(["arm", "seeds", *(k for r in rows for k in r)]))).set_index("arm")
 
 
-def change_from_base(values, base: float, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean of ``values − base``, its t interval over the values): the base is one evaluation of the same
-    prompts, so all the spread is the seeds'; NaN bounds below two values."""
+def change_from_base(values, base: float) -> tuple[float, float, float]:
+    """(mean of ``values − base``, its 95% t interval over the values, ``stats.t_interval``): the base is one
+    evaluation of the same prompts, so all the spread is the seeds'; NaN bounds below two values."""
     d = np.asarray(values, dtype=float) - base
     if len(d) < 2:
         return float(d.mean()) if len(d) else math.nan, math.nan, math.nan
-    half = significance.t_quantile((1 + level) / 2, len(d) - 1) * float(np.std(d, ddof=1)) / math.sqrt(len(d))
-    return float(d.mean()), float(d.mean()) - half, float(d.mean()) + half
+    return (float(d.mean()), *stats.t_interval(d))
+
+
+def base_values(base: pd.DataFrame | None) -> dict[tuple[str, str], float]:
+    """{(benchmark, metric): the untrained model's greedy value} of :func:`mrtpo.analysis.untrained.base_scores`
+    rows (empty without them)."""
+    if base is None:
+        return {}
+    base = base[base.decoding == DECODING]
+    return dict(zip(zip(base.benchmark, base.metric), base.value))
 
 
 def verdicts(arms: dict[str, list[Run]], pairs=PAIRS) -> pd.DataFrame:
@@ -146,14 +152,11 @@ def change_figure(arms: dict[str, list[Run]], base: pd.DataFrame | None, title: 
     """Each run's change from the untrained model on the tested accuracy, per arm and benchmark (bars: mean ± sd
     over seeds, a dot per seed; a dashed line at no change); a placeholder figure before any run or base."""
     evals = evaluations([r for rs in arms.values() for r in rs])
-    rows = []
-    if base is not None:
-        base_value = dict(zip(zip(base.benchmark, base.metric, base.decoding), base.value))
-        arm_of = {r.path.name: arm for arm, rs in arms.items() for r in rs}
-        for e in evals[(evals.decoding == DECODING) & (evals.metric == ACCURACIES[0])].itertuples():
-            if (e.benchmark, e.metric, DECODING) in base_value:
-                rows.append({"arm": arm_of[e.run], "benchmark": e.benchmark,
-                             "change": e.value - base_value[e.benchmark, e.metric, DECODING]})
+    base_value = base_values(base)
+    arm_of = {r.path.name: arm for arm, rs in arms.items() for r in rs}
+    rows = [{"arm": arm_of[e.run], "benchmark": e.benchmark, "change": e.value - base_value[e.benchmark, e.metric]}
+            for e in evals[(evals.decoding == DECODING) & (evals.metric == ACCURACIES[0])].itertuples()
+            if (e.benchmark, e.metric) in base_value]
     fig = plots.method_bars(pd.DataFrame(rows), "arm", "change", hue="benchmark",
                             ylabel=f"{ACCURACIES[0]} − untrained ({DECODING})", title=title)
     if rows:
