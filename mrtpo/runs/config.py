@@ -11,11 +11,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from mrtpo.method.advantages import DISTILLING, METHODS
-from mrtpo.models.registry import (TINY_SIZES, is_local_path, model_identity, model_names, model_spec,
-                                   require_available)
+from mrtpo.models.registry import TINY_SIZES, Model, get_model, model_names
 from mrtpo.models.spec import ModelSpec
 from mrtpo.tasks import TASKS, Task, get_task
 from mrtpo.models.recipe import DIAL_SETTINGS, default_recipe, dial_recipe
@@ -104,16 +102,22 @@ class RunConfig:
         return get_task(self.task)
 
     @cached_property
+    def model_def(self) -> Model:
+        """The run's ``Model`` (``models.get_model``: a tiny base, the rehearsal, smollm2, a folder or a paper
+        checkpoint), resolved once per config like ``task_def``."""
+        return get_model(self.model)
+
+    @cached_property
     def spec(self) -> ModelSpec:
-        """The model registry's entry for ``model`` on the task (``models.model_spec``), looked up once per config
+        """The model registry's entry for ``model`` on the task (``Model.spec``), looked up once per config
         (``resolve`` stores the one it validated with): steps, checkpoint, evaluation limit."""
-        return model_spec(self.task_def, self.model)
+        return self.model_def.spec(self.task_def)
 
     @cached_property
     def base_identity(self) -> dict:
-        """The base policy by content (``models.model_identity``: a tiny recipe's hash, or the checkpoint), as the
+        """The base policy by content (``Model.identity``: a tiny recipe's hash, or the checkpoint), as the
         run's identity names it; computed once per config."""
-        return model_identity(self.task_def, self.model, self.spec, self.base_seed, self.base_recipe)
+        return self.model_def.identity(self.task_def, self.spec, self.base_seed, self.base_recipe)
 
     @property
     def default_steps(self) -> int:
@@ -143,12 +147,12 @@ class RunConfig:
     @property
     def scale(self) -> str:
         """"tiny" (synthetic data, CPU) or "real" (the paper's data; a paper checkpoint or a local folder)."""
-        return "tiny" if self.model in TINY_SIZES else "real"
+        return self.model_def.scale
 
     @property
     def model_label(self) -> str:
         """The model's name in folder names: the registry name, or a local folder's last part."""
-        return Path(self.model).name if is_local_path(self.model) else self.model
+        return self.model_def.label
 
 
 def method_label(config: dict) -> str:
@@ -225,6 +229,10 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
         _fail("task", task, ", ".join(TASKS))
     if overrides.get("dial") is not None:
         overrides = {**overrides, "dial": dial_setting(overrides["dial"], model)}
+    try:  # the one lookup of a run's model
+        model_def = get_model(model)
+    except ValueError:
+        _fail("model", model, ", ".join(model_names()) + ", or a local folder of weights")
     task = task if isinstance(task, Task) else get_task(task)  # the one lookup of a run's task
     base, *mods = method.split("+")
     if base not in METHODS or any(m not in MODIFIERS for m in mods) or len(set(mods)) < len(mods):
@@ -232,10 +240,8 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
               + ", e.g. mrtpo+saw, gdpo+opsd)")
     if base in DISTILLING and mods:
         _fail("method", method, f"{base} without modifiers: it has no RL loss to stack them on")
-    if model not in model_names() and not is_local_path(model):
-        _fail("model", model, ", ".join(model_names()) + ", or a local folder of weights")
     try:
-        spec = model_spec(task, model)
+        spec = model_def.spec(task)
     except ValueError as exc:  # a registry name that is not a paper setting for this task
         raise BadRequest(str(exc)) from None
     if "beta" in overrides:  # TRL's name for the KL coefficient: never guess which of the two was meant
@@ -268,7 +274,7 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
     cfg = RunConfig(task=task.name, method=base, model=model, seed=int(seed), trainer_args=passthrough, **values)
     if cfg.constlen and "loss_type" in cfg.trainer_args:
         _fail("loss_type", cfg.trainer_args["loss_type"], "unset with +constlen (it sets loss_type='dr_grpo')")
-    cfg.__dict__.update(task_def=task, spec=spec)  # handed down as objects from here (``RunConfig.task_def``, ``.spec``)
+    cfg.__dict__.update(task_def=task, model_def=model_def, spec=spec)  # handed down as objects from here
     reward_sets = task.reward_sets
     if cfg.rewards not in reward_sets:
         _fail("rewards", cfg.rewards, ", ".join(reward_sets))
@@ -286,5 +292,5 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
     for name in ("prompts_per_step", "max_completion_length", "eval_prompts", "eval_samples", "save_steps", "train_size"):
         if getattr(cfg, name) < 1:
             _fail(name, getattr(cfg, name), "an integer >= 1")
-    require_available(task, model)  # ModelNotAvailable, with where it looked and how to provide it
+    model_def.require_available(task)  # ModelNotAvailable, with where it looked and how to provide it
     return cfg

@@ -42,7 +42,6 @@ from mrtpo.files.folders import (
     weights_hash,
 )
 from mrtpo.files.manifest import check_writable
-from mrtpo.models.registry import resolve_model
 from mrtpo.files.paths import cache_root, data_root, portable, results_root
 from mrtpo.runs.results import Run
 
@@ -137,9 +136,9 @@ def locate(cfg: RunConfig) -> tuple[dict, str, Path]:
 
 
 def base_path(cfg: RunConfig) -> Path:
-    """Local folder of the policy a run starts from (``mrtpo.models.registry.resolve_model``; a tiny base of
-    ``RunConfig.base_recipe``, built when absent)."""
-    return resolve_model(cfg.task_def, cfg.model, cfg.base_seed, recipe=cfg.base_recipe)
+    """Local folder of the policy a run starts from (``Model.resolve``; a tiny base of ``RunConfig.base_recipe``,
+    built when absent)."""
+    return cfg.model_def.resolve(cfg.task_def, cfg.base_seed, recipe=cfg.base_recipe)
 
 
 def find(task: str, method: str, model: str = "tiny", seed: int = 0, steps: int | None = None, **overrides) -> Run | None:
