@@ -188,3 +188,15 @@ def test_verdict_chart_says_when_a_claim_has_no_interval():
     texts = [t.get_text() for t in plots.verdict_chart(rows).axes[0].texts]
     assert texts == ["0.05, no interval", "0.05"]
     plt.close("all")
+
+
+def test_the_build_log_tells_a_trained_run_from_a_base_made(monkeypatch):
+    """A base copied from ``bases/`` (or built, or converted) on a fresh clone is not a training: the build's line says
+    which it was."""
+    run, base = ("results/runs/sql/tiny/gdpo-seed0-x", 1.0), ("cache/models/sql-tiny-0-x", 2.0)
+    before = ({run}, set())
+    monkeypatch.setattr(book, "_on_disk", lambda: ({run}, {base}))
+    assert book._made(before) == "1 base"
+    monkeypatch.setattr(book, "_on_disk", lambda: ({run, ("r2", 3.0), ("r3", 4.0)}, {base}))
+    assert book._made(before) == "trained 2, 1 base"
+    assert book._made(({run, ("r2", 3.0), ("r3", 4.0)}, {base})) == "reused"

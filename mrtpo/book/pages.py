@@ -76,16 +76,24 @@ def _declared(name: str) -> dict:
     return papermill.inspect_notebook(str(ROOT / "notebooks" / f"{name}.ipynb"))
 
 
-def _trained() -> set[tuple[str, float]]:
-    """Run folders and tiny bases on disk, with their modification times (what a notebook trained shows up here)."""
+def _on_disk() -> tuple[set, set]:
+    """(run folders, base folders in the cache), each with its modification time: what a notebook trained, and the
+    bases it built, copied from ``bases/`` or converted, show up here."""
     from mrtpo.files.paths import cache_root
     from mrtpo.runs.results import run_folders
 
-    found = {(str(p), (p / "eval.csv").stat().st_mtime) for p in run_folders()}
+    runs = {(str(p), (p / "eval.csv").stat().st_mtime) for p in run_folders()}
     models = cache_root() / "models"
-    if models.is_dir():
-        found |= {(str(p), p.stat().st_mtime) for p in models.iterdir() if p.is_dir() and not p.name.startswith(".")}
-    return found
+    bases = ({(str(p), p.stat().st_mtime) for p in models.iterdir() if p.is_dir() and not p.name.startswith(".")}
+             if models.is_dir() else set())
+    return runs, bases
+
+
+def _made(before: tuple[set, set]) -> str:
+    """What a notebook added since ``before`` (``_on_disk``): "trained 2", "1 base", "trained 1, 1 base" or "reused"."""
+    runs, bases = (len(now - was) for now, was in zip(_on_disk(), before))
+    made = ([f"trained {runs}"] if runs else []) + ([f"{bases} base{'s' * (bases > 1)}"] if bases else [])
+    return ", ".join(made) or "reused"
 
 
 @contextlib.contextmanager
@@ -143,7 +151,7 @@ def build(force: bool = False, smoke: bool = False, html: bool = True, site: Pat
             params["force"] = force
         if smoke:
             params.update(entry.get("smoke", {}))
-        before, t0 = _trained(), time.perf_counter()
+        before, t0 = _on_disk(), time.perf_counter()
         try:
             with open(log, "a") as f:  # written to the file itself: under pytest, print does not reach fd 1
                 f.write(f"\n===== {entry['name']} {params}\n")
@@ -152,8 +160,7 @@ def build(force: bool = False, smoke: bool = False, html: bool = True, site: Pat
         except Exception:
             print(f"[book] {entry['name']} FAILED; the last lines of {_shown(log)}:\n{_tail(log)}", flush=True)
             raise
-        new = len(_trained() - before)
-        print(f"[book] {entry['name']:<30} {f'trained {new}' if new else 'reused':<10} "
+        print(f"[book] {entry['name']:<30} {_made(before):<18} "
               f"{time.perf_counter() - t0:7.1f}s", flush=True)
     if html:
         t0 = time.perf_counter()
