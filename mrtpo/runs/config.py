@@ -232,6 +232,8 @@ def resolve(task: str | Task, method: str, model: str = "tiny", seed: int = 0, s
     try:  # the one lookup of a run's model
         model_def = get_model(model)
     except ValueError:
+        model_def = None
+    if model_def is None:  # outside the except: the error a user reads is BadRequest's alone
         _fail("model", model, ", ".join(model_names()) + ", or a local folder of weights")
     task = task if isinstance(task, Task) else get_task(task)  # the one lookup of a run's task
     base, *mods = method.split("+")
