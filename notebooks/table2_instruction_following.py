@@ -134,10 +134,11 @@ else:
 # scores above. Read from finished run folders only: this page trains none of them. The change from the
 # untrained model says whether training moved it at all (its interval is over seeds: the untrained model is one
 # evaluation); each difference between arms is paired by seed, with Holm's correction over this section's tests
-# (a family of its own: another model, other benchmarks).
+# (a family of its own: another model, other benchmarks). The second figure is each arm's training reward per step on
+# its own training prompts (smoothed as Fig. 5's): whether the policy moved on what it was trained on at all.
 
 # %%
-scores, real_verdicts, real_figure, real_sentence = trained.summary(task, real_model)
+scores, real_verdicts, real_figure, real_curves, real_sentence = trained.summary(task, real_model)
 display(scores)
 if len(real_verdicts):  # before any seed has runs of two arms there is nothing to pair
     display(real_verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))

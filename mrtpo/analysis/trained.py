@@ -21,10 +21,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from mrtpo.analysis import plots, significance, stats
+from mrtpo.analysis import claims, plots, significance, stats
 from mrtpo.analysis.evidence import compare, finished, interval_text, seeds_text
 from mrtpo.analysis.multiplicity import family_table
-from mrtpo.analysis.report import evaluations
+from mrtpo.analysis.report import evaluations, metrics
 from mrtpo.analysis.untrained import base_scores
 from mrtpo.models.spec import ModelNotAvailable
 from mrtpo.runs import runner
@@ -164,18 +164,33 @@ def change_figure(arms: dict[str, list[Run]], base: pd.DataFrame | None, title: 
     return fig
 
 
+def training_figure(arms: dict[str, list[Run]], title: str = ""):
+    """Each arm's training reward per step (``reward``: the sum of a prompt's reward functions, mean over the step's
+    batch of training prompts), as a trailing mean over a tenth of the steps like Fig. 5's, mean over seeds with a
+    band of ± one sd: whether the policy moved on what it was trained on, which the held-out scores then test; a
+    placeholder figure before any run."""
+    m = metrics([r for rs in arms.values() for r in rs])
+    if len(m):
+        m = m.assign(smoothed=claims.smoothed(m, "reward"))
+    return plots.curves(m, "smoothed", ylabel=f"training reward ({claims.smoothing_window(m)}-step mean)", title=title)
+
+
 def summary(task: str, model: str):
     """What the page shows of the trained real model: (:func:`score_table`, :func:`verdicts`, :func:`change_figure`
-    saved as ``trained_<task>_<model>``, :func:`sentence` against the seeds the model's registry entry plans).
+    saved as ``trained_<task>_<model>``, :func:`training_figure` saved as ``trained_reward_<task>_<model>``,
+    :func:`sentence` against the seeds the model's registry entry plans).
     Where the model is not installed its runs cannot be looked up (a run's identity holds its weights' identity):
     the untrained scores alone, and the registry's message on how to install it."""
     base = base_scores(task, model)
     try:
         planned = runner.resolve(task, ARMS[0], model).spec.seeds
     except ModelNotAvailable as exc:
-        return score_table({}, base), verdicts({}), change_figure({}, base), f"No trained run of `{model}` can be looked up here: {exc}"
+        return (score_table({}, base), verdicts({}), change_figure({}, base), training_figure({}),
+                f"No trained run of `{model}` can be looked up here: {exc}")
     arms = trained_arms(task, model)
     table = verdicts(arms)
     fig = change_figure(arms, base, title=f"{task}, {model}: trained against untrained")
     plots.save(fig, f"trained_{task}_{model}")
-    return score_table(arms, base), table, fig, sentence(task, model, arms, table, planned)
+    curves = training_figure(arms, title=f"{task}, {model}: training reward")
+    plots.save(curves, f"trained_reward_{task}_{model}")
+    return score_table(arms, base), table, fig, curves, sentence(task, model, arms, table, planned)
