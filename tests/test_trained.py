@@ -28,8 +28,9 @@ def fake_run(root, method, seed, scores: dict) -> Run:
     pd.DataFrame([{"run": folder.name, "task": "if", "model": "smollm2", "method": method, "mrtpo_beta": 0.5,
                    "seed": seed, "steps": 50, "benchmark": b, "decoding": "greedy", "metric": m, "value": v,
                    "n_prompts": 64} for (b, m), v in scores.items()]).to_csv(folder / "eval.csv", index=False)
-    pd.DataFrame({"step": range(1, 11), "reward": np.linspace(0.5, 1.0 + seed, 10)}).to_csv(folder / "metrics.csv",
-                                                                                          index=False)
+    steps = np.arange(1, 21)  # training reward: step / 10 + seed, one more for mrtpo
+    pd.DataFrame({"step": steps, "reward": steps / 10 + seed + (method == "mrtpo")}).to_csv(folder / "metrics.csv",
+                                                                                           index=False)
     write_manifest(folder)
     return Run(folder)
 
@@ -100,10 +101,14 @@ def test_the_figure_shows_each_runs_change_from_the_base(tmp_path):
 
 def test_the_training_figure_draws_each_arms_smoothed_reward(tmp_path):
     gdpo = [fake_run(tmp_path, "gdpo", s, scores(0.2)) for s in (0, 1)]
-    fig = trained.training_figure({"gdpo": gdpo, "mrtpo": []})
-    (line,) = fig.axes[0].get_lines()[:1]
-    # the mean over the seeds of a trailing mean over 1 step (a tenth of 10): seed 0 ends at 1.0, seed 1 at 2.0
-    assert line.get_ydata()[-1] == pytest.approx(1.5) and list(line.get_xdata()) == list(range(1, 11))
+    mrtpo = [fake_run(tmp_path, "mrtpo", 0, scores(0.2))]
+    fig = trained.training_figure({"gdpo": gdpo, "mrtpo": mrtpo, "region": []})
+    gdpo_line, mrtpo_line = fig.axes[0].get_lines()[:2]
+    # a trailing mean over 2 steps (a tenth of 20), then the mean over seeds: at step 20, gdpo's seeds 0 and 1 give
+    # (1.9 + 2.0) / 2 and (2.9 + 3.0) / 2, mean 2.45 (2.5 unsmoothed); mrtpo's one seed 2.95
+    assert list(gdpo_line.get_xdata()) == list(range(1, 21))
+    assert gdpo_line.get_ydata()[-1] == pytest.approx(2.45) and mrtpo_line.get_ydata()[-1] == pytest.approx(2.95)
+    assert fig.axes[0].get_ylabel() == "training reward (2-step mean)"
     assert trained.training_figure({"gdpo": []}).axes[0].texts  # no run: a figure that says so
 
 
