@@ -67,6 +67,8 @@ bench: $(STAMP)
 	# the real instruct model (issue 41): its decoding against the limits, its step per phase (converted on first use)
 	$(BIN)/python benchmarks/decode_speed.py --model smollm2
 	$(BIN)/python benchmarks/step_cost.py --model smollm2 --tasks if --variants trl-gdpo gdpo mrtpo --steps 2
+	# what the book's own smollm2 runs cost per step and per 100 steps (read off their folders; trains nothing)
+	$(BIN)/python benchmarks/real_model_steps.py --model smollm2
 	test -d _build/bench-before || git worktree add --detach _build/bench-before $(BENCH_BEFORE)
 	$(BIN)/python benchmarks/run_time.py --before _build/bench-before
 

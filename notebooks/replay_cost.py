@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -119,6 +119,19 @@ if run_time_file.exists():
     display(report.run_time_table(pd.read_csv(run_time_file)).round(2).set_index("task"))
 else:
     print("results/bench/run_time.csv is not measured yet (benchmarks/run_time.py)")
+
+# %% [markdown]
+# The same question on `real_model`, read off the book's own runs of it (`benchmarks/real_model_steps.py`): per run,
+# the threads it trained with, the machine's load at its end, its median step and phases, and the minutes a 100-step
+# run would take at its mean step plus its evaluation (the target is 60 minutes on 2 cores). A resumed run counts
+# only the steps its last process trained.
+
+# %%
+real_runs_file = report.RESULTS / "bench" / "real_model_steps.csv"
+if real_runs_file.exists():
+    display(pd.read_csv(real_runs_file).set_index("run"))
+else:
+    print(f"not measured yet: python benchmarks/real_model_steps.py --model {real_model}")
 
 # %% [markdown]
 # ## JS memory at the paper's vocabulary
