@@ -37,3 +37,20 @@ def test_the_cpu_ratio_to_trl_pairs_steps_and_says_when_the_work_was_the_same():
     noisy = step_cost.paired_cpu_ratio(ours, trl)
     assert noisy["cpu_ratio_lo"] < noisy["cpu_ratio_to_trl_gdpo"] < noisy["cpu_ratio_hi"]
     assert noisy["same_completions"] == pytest.approx(2 / 3)
+
+
+def test_a_real_model_run_counts_only_the_steps_its_last_process_timed():
+    spec = importlib.util.spec_from_file_location("benchmark_real_model_steps", SCRIPTS[0].parent / "real_model_steps.py")
+    real_model_steps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real_model_steps)
+    from mrtpo.runs.results import Run, run_folders
+
+    resumed = [Run(p) for p in run_folders("if") if p.parent.name == "smollm2" and Run(p).summary.get("resumed_from_step")]
+    if not resumed:
+        pytest.skip("no committed smollm2 run was resumed")
+    run = resumed[0]
+    row = real_model_steps.row(run)
+    timed = run.metrics[run.metrics.step > run.summary["resumed_from_step"]]
+    assert row["steps_timed"] == len(timed) < run.settings["steps"]
+    assert row["step_mean_s"] == pytest.approx(timed["step_time"].mean(), abs=0.05)
+    assert row["min_per_100_steps"] == pytest.approx(100 * row["step_mean_s"] / 60 + row["eval_min"], abs=0.1)
