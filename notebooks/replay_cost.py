@@ -129,7 +129,11 @@ else:
 # %%
 real_runs_file = report.RESULTS / "bench" / "real_model_steps.csv"
 if real_runs_file.exists():
-    display(pd.read_csv(real_runs_file).set_index("run"))
+    real_runs = pd.read_csv(real_runs_file)
+    display(real_runs.set_index(["method", "seed"])[["threads", "load_15min_at_end", "steps_timed", "step_median_s",
+                                                     "generation_median_s", "replay_median_s", "loss_median_s",
+                                                     "eval_min", "min_per_100_steps"]])
+    print("geometry (prompts x G x completion tokens):", ", ".join(real_runs["geometry"].unique()))
 else:
     print(f"not measured yet: python benchmarks/real_model_steps.py --model {real_model}")
 
