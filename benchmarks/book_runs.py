@@ -26,7 +26,7 @@ sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run
 beta); (7) the positive control — the ``region`` arm beside GDPO and MRTPO, and the placement dial
 (``region_blend``, issue 42); (8) the real model — GDPO, MRTPO, ``region`` and ``entropy`` on SmolLM2-135M-Instruct
 (``--model smollm2``) at its registry settings and seeds, instruction following only (``--section 'real model'``;
-hours a run on one CPU thread). Every arm uses the same seeds, so every comparison is paired. A dial base is built
+about an hour a run alone on 2 threads, three or more beside other work on one). Every arm uses the same seeds, so every comparison is paired. A dial base is built
 by the first run that needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
 time is not in the estimates, and the dry run lists the bases that are neither built nor shipped).
 """
