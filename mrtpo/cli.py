@@ -159,28 +159,25 @@ def cmd_runs(args) -> None:
 
 
 def cmd_fingerprint(args) -> None:
-    import copy
+    from tqdm.auto import tqdm
 
     from mrtpo.method.advantages import METHODS
     from mrtpo.runs.config import MODIFIERS
-    from mrtpo.runs.behaviour import OPTIONS, PINNED_FILE, fingerprint, pinned, probe_names, write_pinned
+    from mrtpo.runs.behaviour import OPTIONS, differences, fingerprint, pinned, pinned_values, probe_names, write_pinned
     from mrtpo.runs.probes import run_probe
     from .tasks import TASKS, get_task
 
     tasks = [args.task] if args.task else list(TASKS)
     if args.check or args.write:
-        probes = copy.deepcopy(pinned()["probes"]) if PINNED_FILE.exists() else {}
-        changed = []
-        for t in tasks:
-            task = get_task(t)
-            for name in probe_names():
-                digest = run_probe(task, name)
-                if probes.get(t, {}).get(name) != digest:
-                    changed.append(f"{t} {name}")
-                probes.setdefault(t, {})[name] = digest
-        print("probes that differ from the pinned digests: " + (", ".join(changed) or "none"))
+        values, changed = {}, []
+        for t, name in tqdm([(t, n) for t in tasks for n in probe_names()], desc="probes", unit="probe"):
+            value = values.setdefault(t, {})[name] = run_probe(get_task(t), name)
+            before = pinned_values().get(t, {}).get(name)
+            if before is None or differences(value, before):
+                changed.append(f"{t} {name}" + (f" ({differences(value, before)[0]})" if before is not None else ""))
+        print("probes that differ from the pinned values: " + (", ".join(changed) or "none"))
         if args.write:
-            write_pinned(probes)
+            write_pinned(values)
         elif changed:
             sys.exit(1)
     print(f"results version {pinned()['results_version']}")

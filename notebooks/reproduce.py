@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -139,8 +139,9 @@ print(multiplicity.family_sentence(family))
 # Every run folder records the **behaviour fingerprint** of the code that trained it (`mrtpo.runs.behaviour`): a hash
 # of what the code does — every reward function of the task on 480 fixed responses, the tokenizer, the base's
 # evaluation, and two training steps of the arm's method and modifiers on the tiny base — pinned in
-# `mrtpo/runs/fingerprints.json` and recomputed by the test suite, so that a change of behaviour fails the tests until it
-# is recorded under a new results version. A folder of another fingerprint is stale: `mrtpo runs --stale` lists it,
+# `mrtpo/runs/fingerprints.json` with the values it names (`probe_values.json`) and rerun by the test suite, which
+# compares the values (the training steps' metrics within 1e-4 relative: another CPU moves their last bits), so that a
+# change of behaviour fails the tests until it is recorded under a new results version. A folder of another fingerprint is stale: `mrtpo runs --stale` lists it,
 # the comparisons refuse it, and asking for the run retrains it. Folders written before fingerprints were recorded
 # carry `fingerprint_evidence`: their first step, replayed by the current code, logged every value the same (the
 # sampled batch, its rewards, the loss, the gradient norm), or they were retrained. Per task and arm, the

@@ -19,9 +19,30 @@ def test_probe_is_pinned(task, name):
     """A change of behaviour fails here until ``mrtpo fingerprint --write`` pins it under a bumped
     RESULTS_VERSION (and the affected folders, listed by ``mrtpo runs --stale``, are retrained)."""
     assert F.pinned()["results_version"] == F.RESULTS_VERSION
-    assert run_probe(get_task(task), name) == F.pinned()["probes"][task][name], (
-        f"the code's behaviour changed ({task} {name}): bump RESULTS_VERSION, run `mrtpo fingerprint --write`, "
-        "retrain what `mrtpo runs --stale` lists")
+    assert F.pinned()["probes"][task][name]  # the digest the runs of this behaviour carry
+    changed = F.differences(run_probe(get_task(task), name), F.pinned_values()[task][name])
+    assert not changed, (
+        f"the code's behaviour changed ({task} {name}: {'; '.join(changed[:3])}): bump RESULTS_VERSION, run "
+        "`mrtpo fingerprint --write`, retrain what `mrtpo runs --stale` lists")
+
+
+def test_another_cpus_last_bits_are_the_same_behaviour_and_a_changed_number_is_not():
+    """The training probes' metrics as another CPU's kernels give them (each moved by 1e-7 relative, a loss near 0 by
+    1e-8) agree with the pinned values; a loss moved by 1%, a reward mean by one response in 64, an extra logged key,
+    a missing step or another digest do not."""
+    pinned = F.pinned_values()["sql"]["method/mrtpo"]
+    rows = pinned["steps"]
+    other_cpu = {"steps": [{k: v * (1 + 1e-7) + 1e-8 if isinstance(v, float) else v for k, v in row.items()}
+                           for row in rows], "varied": pinned["varied"]}
+    assert F.differences(other_cpu, pinned) == []
+    assert F.differences({**pinned, "steps": [{**rows[0], "loss": rows[0]["loss"] * 1.01 + 1e-3}, rows[1]]}, pinned)
+    reward = next(k for k in rows[1] if k.startswith("rewards/") and k.endswith("/mean"))
+    assert F.differences({**pinned, "steps": [rows[0], {**rows[1], reward: rows[1][reward] + 1 / 64}]}, pinned)
+    assert F.differences({**pinned, "steps": [rows[0], {**rows[1], "new/metric": 0.0}]}, pinned)
+    assert F.differences({**pinned, "steps": rows[:1]}, pinned)
+    shared = F.pinned_values()["sql"]["shared"]
+    assert F.differences({**shared, "rewards": shared["rewards"][::-1]}, shared)
+    assert F.differences(float("nan"), float("nan")) == [] and F.differences(True, 1) != []
 
 
 def test_shared_probe_scores_enough_responses():
@@ -54,17 +75,26 @@ def test_fingerprint_combines_its_probes():
     assert F.fingerprint("sql", "base", probes) != F.fingerprint("sql", "gdpo", probes)
 
 
-def test_new_digests_need_a_new_version(tmp_path, monkeypatch):
+def test_new_values_need_a_new_version_and_another_cpus_keep_the_digest(tmp_path, monkeypatch):
     monkeypatch.setattr(F, "PINNED_FILE", tmp_path / "fingerprints.json")
+    monkeypatch.setattr(F, "VALUES_FILE", tmp_path / "probe_values.json")
     F.pinned.cache_clear()
+    F.pinned_values.cache_clear()
     try:
-        F.write_pinned({"sql": {"shared": "a"}})
-        F.write_pinned({"sql": {"shared": "a"}})  # the same digests: nothing changed
-        F.write_pinned({"sql": {"shared": "a", "method/new": "n"}})  # a new method's probe is only added
+        F.write_pinned({"sql": {"shared": "a", "method/gdpo": {"loss": 0.25}}})
+        digest = F.pinned()["probes"]["sql"]["method/gdpo"]
+        F.write_pinned({"sql": {"shared": "a", "method/gdpo": {"loss": 0.25 * (1 + 1e-7)}}})  # another CPU's bits
+        assert F.pinned()["probes"]["sql"]["method/gdpo"] == digest
+        assert F.pinned_values()["sql"]["method/gdpo"] == {"loss": 0.25}
+        F.write_pinned({"sql": {"method/new": "n"}})  # a new method's probe is only added
+        assert set(F.pinned()["probes"]["sql"]) == {"shared", "method/gdpo", "method/new"}
         with pytest.raises(F.StaleComparison, match="bump it"):
+            F.write_pinned({"sql": {"method/gdpo": {"loss": 0.3}}})
+        with pytest.raises(F.StaleComparison, match="sql shared"):
             F.write_pinned({"sql": {"shared": "b"}})
     finally:
         F.pinned.cache_clear()
+        F.pinned_values.cache_clear()
 
 
 def test_every_committed_folder_is_current():

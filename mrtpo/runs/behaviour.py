@@ -9,16 +9,19 @@ on a task is the hash of a short deterministic probe run by the current code:
   only, cut in half, doubled), the default tiny base's tokenizer on the same texts, and the evaluation (sampled
   and greedy) of that base on 4 held-out prompts;
 * ``method/<m>``: two RL steps of method ``m`` on the task's default tiny base at ``PROBE_RUN`` (one thread): the
-  logged metrics (timings left out) rounded to 6 significant digits (not the weights' bits, which other CPUs'
-  kernels may change);
+  logged metrics (timings left out), rounded to 6 significant digits;
 * ``modifier/<m>``: the same for each modifier (``+saw``, ``+opsd``, ``+constlen``) stacked on ``mrtpo``
   (``+opsd`` on ``gdpo``), and for the placement dial (``blend``: ``mrtpo`` at ``region_blend=0.5``).
 
 ``fingerprint(task, arm) = sha256(shared, method/<base>, modifier/<each modifier>)[:16]``: a change to the OPSD
 term makes only OPSD-carrying arms stale. ``fingerprints.json`` pins every probe's digest for the current code
-under ``RESULTS_VERSION``; ``tests/test_fingerprint.py`` recomputes them, so a change of behaviour fails the suite
-until ``mrtpo fingerprint --write`` records the new digests under a bumped version, and a refactor that keeps
-results identical keeps every fingerprint. Run folders record the fingerprint of the code that wrote them
+under ``RESULTS_VERSION``, and ``probe_values.json`` the values that digest names; ``tests/test_fingerprint.py``
+reruns every probe and compares its values with the pinned ones (:func:`differences`): digests, counts, token ids
+and rewards exactly, the training probes' metrics within :data:`TOLERANCE`. Not by digest: another CPU sums in
+another order (AVX-512 against AVX2 kernels), which moves the metrics' last bits, and a number that close to a
+rounding boundary flips its 6th digit, so every training probe's digest differed on an AVX-512 machine while its
+values agreed to 1e-6. A change of behaviour fails the suite until ``mrtpo fingerprint --write`` records the new
+values and digests under a bumped version; a refactor that keeps results identical keeps every fingerprint. Run folders record the fingerprint of the code that wrote them
 (``summary.json``); ``mrtpo runs --stale`` lists the others.
 
 Folders written before fingerprints existed were certified by :func:`first_step`: the current code replays the
@@ -38,6 +41,12 @@ from pathlib import Path
 #: the version of the pinned digests: bumped whenever a change of behaviour is recorded (``mrtpo fingerprint --write``)
 RESULTS_VERSION = 1
 PINNED_FILE = Path(__file__).with_name("fingerprints.json")
+#: each probe's values when its digest was pinned: ``{task: {probe name: values}}``
+VALUES_FILE = Path(__file__).with_name("probe_values.json")
+#: how far a probe's number may move and still be the same behaviour, ``|a - b| <= rel max(|a|, |b|) + atol``:
+#: another CPU's kernels move the last bits of fp32 sums (1e-7 relative), which one update of the probe's tiny base
+#: amplifies to ~1e-6; a changed formula, reward or sample moves a loss, gradient norm or reward mean by far more
+TOLERANCE = {"rel": 1e-4, "atol": 1e-6}
 #: the arm each modifier's probe stacks it on
 MODIFIER_BASE = {"saw": "mrtpo", "constlen": "mrtpo", "opsd": "gdpo", "blend": "mrtpo"}
 #: settings that change what a method computes without a modifier of its own, each probed as a pseudo-modifier at
@@ -85,6 +94,33 @@ def pinned() -> dict:
     return json.loads(PINNED_FILE.read_text())
 
 
+@lru_cache(maxsize=1)
+def pinned_values() -> dict:
+    """``probe_values.json``: ``{task: {probe name: values}}``, the values each pinned digest names (empty before the
+    first ``mrtpo fingerprint --write``)."""
+    return json.loads(VALUES_FILE.read_text()) if VALUES_FILE.exists() else {}
+
+
+def differences(values, pinned_value, where: str = "") -> list[str]:
+    """Where a probe's ``values`` differ from its pinned ones, recursively: numbers beyond :data:`TOLERANCE` (NaN
+    equals NaN), anything else (digests, strings, booleans, keys, lengths) at all; empty when they agree."""
+    if isinstance(values, dict) and isinstance(pinned_value, dict):
+        if values.keys() != pinned_value.keys():
+            return [f"{where or '/'}: keys {sorted(set(values) ^ set(pinned_value))} on one side only"]
+        return [d for k in sorted(values) for d in differences(values[k], pinned_value[k], f"{where}/{k}")]
+    if isinstance(values, list) and isinstance(pinned_value, list):
+        if len(values) != len(pinned_value):
+            return [f"{where}: {len(values)} entries, pinned {len(pinned_value)}"]
+        return [d for i, pair in enumerate(zip(values, pinned_value)) for d in differences(*pair, f"{where}[{i}]")]
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (values, pinned_value))
+    if numbers and (values == pinned_value or math.isnan(values) and math.isnan(pinned_value)
+                    or abs(values - pinned_value) <= TOLERANCE["rel"] * max(abs(values), abs(pinned_value))
+                    + TOLERANCE["atol"]):
+        return []
+    same = not numbers and type(values) is type(pinned_value) and values == pinned_value  # True is not 1 here
+    return [] if same else [f"{where}: {values!r}, pinned {pinned_value!r}"]
+
+
 def fingerprint(task_name: str, arm: str, probes: dict | None = None) -> str:
     """The behaviour fingerprint of ``arm`` (a method label: ``mrtpo``, ``gdpo+saw``; ``"base"`` for an untrained
     base's evaluation, ``runs.base_evaluation``: the shared probe alone) on a task, from the pinned probe digests
@@ -112,19 +148,34 @@ def current(task_name: str, arm: str) -> str | None:
         return None
 
 
-def write_pinned(probes: dict) -> None:
-    """Pin ``probes`` (``{task: {probe: digest}}``) under ``RESULTS_VERSION``; refuses a changed digest under the
-    old version, so that every change of behaviour gets a version of its own (a new probe, of a new method, is
-    only added: no existing run's behaviour changed)."""
-    old = json.loads(PINNED_FILE.read_text()) if PINNED_FILE.exists() else None
-    changed = old and any(old["probes"].get(t, {}).get(n, d) != d for t in probes for n, d in probes[t].items())
+def write_pinned(values: dict) -> None:
+    """Pin probe ``values`` (``{task: {probe name: values}}``, :func:`mrtpo.runs.probes.run_probe`) into both files
+    under ``RESULTS_VERSION``, beside the probes already pinned. A probe whose values agree with its pinned ones
+    (:func:`differences`: the same behaviour, on this CPU or another) keeps its digest and values; a new probe (of a
+    new method) is only added; a probe whose values changed gets the digest of its new values, which is refused
+    under the old version, so that every change of behaviour gets a version of its own."""
+    old = pinned() if PINNED_FILE.exists() else {"results_version": RESULTS_VERSION, "probes": {}}
+    digests = {t: dict(p) for t, p in old["probes"].items()}
+    kept = {t: dict(p) for t, p in pinned_values().items()}
+    changed = []
+    for task, probes in values.items():
+        for name, value in probes.items():
+            before = kept.get(task, {}).get(name)
+            if before is not None and not differences(value, before):
+                continue
+            changed += [f"{task} {name}"] if name in old["probes"].get(task, {}) else []
+            digests.setdefault(task, {})[name] = _digest(value)
+            kept.setdefault(task, {})[name] = value
     if changed and old["results_version"] == RESULTS_VERSION:
-        raise StaleComparison(f"the code's behaviour changed (probe digests differ from fingerprints.json) but "
-                              f"RESULTS_VERSION is still {RESULTS_VERSION}: bump it in mrtpo/fingerprint.py, then "
-                              "write again; every run folder of an affected arm becomes stale (mrtpo runs --stale)")
-    PINNED_FILE.write_text(json.dumps({"results_version": RESULTS_VERSION, "probes": probes}, indent=1,
+        raise StaleComparison(f"the code's behaviour changed ({', '.join(changed)}: probe values differ from "
+                              f"probe_values.json) but RESULTS_VERSION is still {RESULTS_VERSION}: bump it in "
+                              "mrtpo/runs/behaviour.py, then write again; every run folder of an affected arm becomes "
+                              "stale (mrtpo runs --stale)")
+    PINNED_FILE.write_text(json.dumps({"results_version": RESULTS_VERSION, "probes": digests}, indent=1,
                                       sort_keys=True) + "\n")
+    VALUES_FILE.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
     pinned.cache_clear()
+    pinned_values.cache_clear()
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -96,13 +96,14 @@ def training_probe(task: Task, arm: str, **settings) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = _step_rows(summary["log_history"])
-    return {"steps": _digest(_rounded(rows)), "varied": any(r.get("frac_reward_zero_std", 1) < 1 for r in rows)}
+    return {"steps": _rounded(rows), "varied": any(r.get("frac_reward_zero_std", 1) < 1 for r in rows)}
 
 
-def run_probe(task: Task, name: str) -> str:
-    """The digest of one probe (``probe_names``) under the current code."""
+def run_probe(task: Task, name: str) -> dict:
+    """The values of one probe (``probe_names``) under the current code, as ``probe_values.json`` pins them and
+    ``mrtpo.runs.behaviour.differences`` compares them."""
     if name == "shared":
-        return _digest(shared_probe(task))
+        return shared_probe(task)
     kind, what = name.split("/")
     if kind == "method":
         probe = training_probe(task, what)
@@ -112,7 +113,7 @@ def run_probe(task: Task, name: str) -> str:
         probe = training_probe(task, f"{MODIFIER_BASE[what]}+{what}")
     if not probe["varied"]:  # every group's rewards equal: no advantage was computed, the probe guards nothing
         raise RuntimeError(f"the {name} probe of {task.name} sampled no group with a reward spread; change PROBE_RUN")
-    return _digest(probe)
+    return probe
 
 
 def first_step(config: dict) -> dict:
