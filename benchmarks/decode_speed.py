@@ -15,8 +15,9 @@ one decoding step's floor, each measured on this machine with the same threads:
   512 MiB tensor), the memory bound.
 
 ``limit_ms`` = max(flop, memory) and ``to_limit`` = the measured step / ``limit_ms``. Writes
-``results/bench/decode_speed.csv`` (one row per model, B and cache; rows of the other models are kept) with the
-machine and whether other jobs were running (``--load``, stated by whoever runs it).
+``results/bench/decode_speed.csv`` (one row per model, threads, B and cache; rows of other models and thread counts
+are kept) with the machine (its vector instructions too: AVX2 and AVX-512 machines differ) and whether other jobs
+were running (``--load``, stated by whoever runs it).
 
     python benchmarks/decode_speed.py [--model smollm2] [--batches 16 32 64] [--tokens 128] [--threads 1] [--load "..."]
 """
@@ -123,11 +124,12 @@ def main(argv=None) -> None:
                          "limit_ms": round(max(flop_ms, memory_ms), 1), "to_limit": round(step_ms / max(flop_ms, memory_ms), 2),
                          "gemm_gflops": round(gflops, 1), "read_gbs": round(read, 1), "params": params, "threads": args.threads,
                          "load": args.load, "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
-                                                       f"torch {torch.__version__}"})
+                                                       f"{torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}"})
             print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     if OUT.exists():
-        table = pd.concat([pd.read_csv(OUT).query("model != @args.model"), table], ignore_index=True)
+        table = pd.concat([pd.read_csv(OUT).query("model != @args.model or threads != @args.threads"), table],
+                          ignore_index=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(OUT, index=False)
     print(f"wrote {OUT.relative_to(ROOT)}")

@@ -101,10 +101,11 @@ decode = report.bench_rows("decode_speed", real_model)
 if decode.empty:
     print(f"not measured yet: python benchmarks/decode_speed.py --model {real_model}")
 else:
-    display(decode[["batch", "cache", "tokens_per_s", "step_ms", "step_forward_ms", "flop_limit_ms", "memory_limit_ms",
-                    "to_limit"]].set_index(["batch", "cache"]))
-    print("threads:", decode["threads"].iloc[0], "| large-product rate", decode["gemm_gflops"].iloc[0], "GFLOP/s, read",
-          decode["read_gbs"].iloc[0], "GB/s | load:", decode["load"].iloc[0])
+    display(decode[["threads", "batch", "cache", "tokens_per_s", "step_ms", "step_forward_ms", "flop_limit_ms",
+                    "memory_limit_ms", "to_limit"]].set_index(["threads", "batch", "cache"]))
+    for (threads, machine), rows in decode.groupby(["threads", "machine"]):
+        print(f"{threads} thread(s) on {machine}: large-product rate {rows['gemm_gflops'].iloc[0]} GFLOP/s, read "
+              f"{rows['read_gbs'].iloc[0]} GB/s | load: {rows['load'].iloc[0]}")
 
 # %% [markdown]
 # ## Runs per hour
