@@ -205,7 +205,8 @@ def bench_task(task_name: str, steps: int, warmup: int, work: Path, model_name: 
             "max_completion": cfg.max_completion_length,
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
             else f"cpu ({os.cpu_count()} cores, {threads} thread{'s' if threads > 1 else ''})",
-            "machine": f"{platform.system()} {platform.machine()}, torch {torch.__version__}",
+            "machine": f"{platform.system()} {platform.machine()}, {torch.backends.cpu.get_cpu_capability()}, "
+                       f"torch {torch.__version__}",
             "model": base_path(cfg).name, "lora_rank": lora_rank,
         })
     return rows
