@@ -94,11 +94,11 @@ else:
             .reindex(columns=list(report.STEP_PHASES))
             .assign(step=real.set_index(["task", "variant"])["median_step_s"],
                     loss_to_limit=real.set_index(["task", "variant"])["loss_to_limit"],
-                    replay_to_limit=real.set_index(["task", "variant"])["replay_to_limit"],
-                    device=real.set_index(["task", "variant"])["device"],
-                    load=real.set_index(["task", "variant"])["load"]).round(2))
+                    replay_to_limit=real.set_index(["task", "variant"])["replay_to_limit"]).round(2))
     print("geometry:", real["prompts_x_generations"].iloc[0], "per step,", real["max_completion"].iloc[0],
-          "completion tokens | machines:", "; ".join(real["machine"].unique()))
+          "completion tokens; where each row was measured:")
+    for row in real.itertuples():
+        print(f"  {row.variant}: {row.machine}, {row.device}, load: {row.load}")
 decode = report.bench_rows("decode_speed", real_model)
 if decode.empty:
     print(f"not measured yet: python benchmarks/decode_speed.py --model {real_model}")
