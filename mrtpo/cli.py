@@ -163,18 +163,16 @@ def cmd_fingerprint(args) -> None:
 
     from mrtpo.method.advantages import METHODS
     from mrtpo.runs.config import MODIFIERS
-    from mrtpo.runs.behaviour import OPTIONS, differences, fingerprint, pinned, pinned_values, probe_names, write_pinned
+    from mrtpo.runs.behaviour import OPTIONS, fingerprint, pinned, probe_names, unpinned, write_pinned
     from mrtpo.runs.probes import run_probe
     from .tasks import TASKS, get_task
 
     tasks = [args.task] if args.task else list(TASKS)
     if args.check or args.write:
-        values, changed = {}, []
+        values = {}
         for t, name in tqdm([(t, n) for t in tasks for n in probe_names()], desc="probes", unit="probe"):
-            value = values.setdefault(t, {})[name] = run_probe(get_task(t), name)
-            before = pinned_values().get(t, {}).get(name)
-            if before is None or differences(value, before):
-                changed.append(f"{t} {name}" + (f" ({differences(value, before)[0]})" if before is not None else ""))
+            values.setdefault(t, {})[name] = run_probe(get_task(t), name)
+        changed = [f"{t} {name} ({found[0] if found else 'not pinned'})" for (t, name), found in unpinned(values).items()]
         print("probes that differ from the pinned values: " + (", ".join(changed) or "none"))
         if args.write:
             write_pinned(values)
