@@ -25,7 +25,8 @@ exists to answer); (5) the ablation — joint, shuffled, SAW alone, MRTPO + SAW 
 sub-verifier rewards; (6) the beta sweep (``evidence.BETAS``; the main MRTPO run is its default
 beta); (7) the positive control — the ``region`` arm beside GDPO and MRTPO, and the placement dial
 (``region_blend``, issue 42); (8) the real model — GDPO, MRTPO, ``region`` and ``entropy`` on SmolLM2-135M-Instruct
-(``--model smollm2``) at its registry settings and seeds, instruction following only (``--section 'real model'``;
+(``--model smollm2``) at its registry settings and seeds, instruction following only, GDPO and MRTPO at every seed
+before either control (``--section 'real model'``;
 about an hour a run alone on 2 threads, three or more beside other work on one). Every arm uses the same seeds, so every comparison is paired. A dial base is built
 by the first run that needs it (a stage 2 of the task's default base, or copied from ``bases/`` when the repository ships it; its build
 time is not in the estimates, and the dry run lists the bases that are neither built nor shipped).
@@ -141,10 +142,13 @@ def grid(seeds: int = 3, powered: dict[str, int] | None = None, section: str | N
         if task in DOSE_TASKS:
             plan += [Planned("positive control", task, "mrtpo", s, overrides={"region_blend": lam})
                      for s in range(BLEND_SEEDS) for lam in BLEND_SETTINGS]
-    # the real instruct model (issue 40) at its registry settings and seeds, each seed's arms together
+    # the real instruct model (issue 40) at its registry settings and seeds: the paper's claim first (GDPO and MRTPO,
+    # both arms of a seed together, so a stopped grid leaves paired runs), then each control at every seed; a run
+    # costs about an hour, so the pair that answers "did MRTPO beat GDPO?" gets its seeds before any control does
     for task in REAL_TASKS:
         seeds_planned = model_spec(get_task(task), REAL_MODEL).seeds
-        plan += [Planned("real model", task, m, s, model=REAL_MODEL) for s in seeds_planned for m in REAL_ARMS]
+        blocks = (REAL_ARMS[:2],) + tuple((arm,) for arm in REAL_ARMS[2:])
+        plan += [Planned("real model", task, m, s, model=REAL_MODEL) for block in blocks for s in seeds_planned for m in block]
     if section is not None:
         if section not in {p.section for p in plan}:
             raise SystemExit(f"no section {section!r}; sections: {', '.join(dict.fromkeys(p.section for p in plan))}")

@@ -57,10 +57,12 @@ def test_grid_in_priority_order_with_paired_seeds_and_no_duplicates():
     assert sql[:2 * len(DIAL_SETTINGS) * 2] == [(s, d, m) for d in DIAL_SETTINGS for s in (0, 1) for m in ("gdpo", "mrtpo")]
     assert sql[2 * len(DIAL_SETTINGS) * 2:] == [(2, d, m) for d in DIAL_SETTINGS for m in ("gdpo", "mrtpo")]
     assert len(book_runs.grid(seeds=5)) > len(plan)
-    # the real model: its four arms on instruction following at the registry's seeds, each seed's arms together
+    # the real model: its four arms on instruction following at the registry's seeds; GDPO and MRTPO of a seed
+    # together, at every seed before either control, then the region control at every seed, then the entropy one
     real = [(p.task, p.seed, p.method) for p in plan if p.section == "real model"]
     assert {p.model for p in plan if p.section == "real model"} == {"smollm2"}
-    assert real == [("if", s, m) for s in (0, 1, 2) for m in ("gdpo", "mrtpo", "region", "entropy")]
+    assert real == ([("if", s, m) for s in (0, 1, 2) for m in ("gdpo", "mrtpo")]
+                    + [("if", s, "region") for s in (0, 1, 2)] + [("if", s, "entropy") for s in (0, 1, 2)])
 
 
 def test_powered_section_adds_the_seeds_mrtpo_minus_gdpo_needs(monkeypatch):
