@@ -329,12 +329,14 @@ def main(argv: list[str] | None = None) -> None:
     from mrtpo.runs.config import BadRequest
     from mrtpo.runs.behaviour import StaleComparison
     from mrtpo.files.manifest import ResultsNotWritable, RunFolderAltered
+    from mrtpo.files.paths import DataNotAvailable
     from mrtpo.models.spec import ModelNotAvailable
     from mrtpo.models.geometry import DoesNotFit
 
     try:
         args.func(args)
-    except (BadRequest, DoesNotFit, ModelNotAvailable, ResultsNotWritable, RunFolderAltered, StaleComparison) as exc:  # one clear message, no stack trace
+    except (BadRequest, DataNotAvailable, DoesNotFit, ModelNotAvailable, ResultsNotWritable, RunFolderAltered,
+            StaleComparison) as exc:  # one clear message, no stack trace
         sys.exit(f"mrtpo: error: {exc}")
 
 

@@ -106,6 +106,16 @@ def test_a_paper_scale_evaluation_names_its_missing_files(smoke_policy, tmp_path
     assert not evaluation.missing_benchmark_files(resolve("sql", "gdpo", "rehearsal"))
 
 
+def test_paper_scale_benchmarks_without_their_files_say_where_to_put_them(tmp_path, monkeypatch):
+    """The instruction-following benchmarks under an empty data root: one error naming the file and the variable
+    (was a bare ``FileNotFoundError`` from ``open``, which also broke the book's real-model pages)."""
+    from mrtpo.files.paths import DataNotAvailable, data_root
+
+    monkeypatch.setenv("MRTPO_DATA_DIR", str(tmp_path))
+    with pytest.raises(DataNotAvailable, match=r"ifeval/input_data\.jsonl: file not found; .* set MRTPO_DATA_DIR"):
+        get_task("if").benchmarks("real", 64, 0, data_root())
+
+
 def test_unstated_settings_are_recorded_choices_of_every_paper_model():
     from mrtpo.tasks import TASKS, get_task
 

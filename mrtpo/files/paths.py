@@ -40,6 +40,16 @@ def data_root() -> Path:
     return Path(os.environ.get("MRTPO_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
+class DataNotAvailable(FileNotFoundError):
+    """A paper-scale benchmark file is not under ``data_root()``: the message names the file and where to put it.
+    A real model's runs cannot be looked up without it either (a run's identity holds its data's content)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}; the paper-scale benchmarks are read from {data_root()} (../shared/data beside "
+                         "the clone, or $MRTPO_DATA_DIR): put the files there (its README lists them) or set "
+                         "MRTPO_DATA_DIR")
+
+
 def portable(text: str) -> str:
     """``text`` with the cache root written ``$MRTPO_CACHE`` and the home folder ``~``: committed run files
     (summaries, profiles) name files of the cache without naming the machine that wrote them."""

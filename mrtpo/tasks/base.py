@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from mrtpo.files.paths import DataNotAvailable
+
 RewardFunc = Callable[..., list]
 Spans = list[tuple[int, int]]
 
@@ -204,9 +206,12 @@ class Task:
 
     def benchmarks(self, scale: str, n: int, seed: int, data_dir: Path) -> dict[str, Benchmark]:
         """name -> Benchmark. Tiny: the held-out synthetic test split (``n`` prompts), and the hidden-value split
-        when the task has one. Real: ``real_benchmarks``."""
+        when the task has one. Real: ``real_benchmarks`` (``DataNotAvailable`` where one of its files is missing)."""
         if scale != "tiny":
-            return self.real_benchmarks(data_dir)
+            try:
+                return self.real_benchmarks(data_dir)
+            except FileNotFoundError as exc:
+                raise DataNotAvailable(str(exc) if exc.filename is None else f"{exc.filename}: file not found") from exc
         out = {"synthetic_test": Benchmark(self, self.synthetic(n, seed=seed, split="test"), reward_means)}
         hidden = self.hidden_value_split(n, seed=seed, split="test")
         if hidden is not None:
