@@ -77,7 +77,7 @@ def test_verdicts_pair_by_seed_and_correct_over_the_section(tmp_path):
     assert table.iloc[2]["verdict"] == "inconclusive: one shared seed, no test" and np.isnan(table.iloc[2]["p (Holm)"])
     words = trained.sentence("if", "smollm2", {"gdpo": gdpo, "mrtpo": mrtpo, "region": region, "entropy": []},
                                 table, seeds_planned=(0, 1, 2))
-    assert "MRTPO beats GDPO on this model" in words
+    assert "MRTPO beats GDPO on this model, on every benchmark" in words
     assert "Still to train (5 runs): region seeds 1, 2; entropy seeds 0, 1, 2" in words
     assert "`mrtpo train --task if --method <arm> --model smollm2 --seed <seed>`" in words
 
@@ -121,8 +121,12 @@ def test_the_sentence_claims_a_winner_only_from_gaps():
         return trained.sentence("if", "smollm2", {"gdpo": [], "mrtpo": []}, t, seeds_planned=())
 
     assert "no evidence either way" in said(table(("ifeval", "inconclusive: …", 0.2), ("ifbench", "inconclusive: …", 0.1)))
-    assert "MRTPO is behind GDPO" in said(table(("ifeval", "gap", -0.1), ("ifbench", "inconclusive: …", 0.1)))
-    assert "ahead of GDPO on one benchmark and behind on another" in said(table(("ifeval", "gap", -0.1), ("ifbench", "gap", 0.1)))
+    assert "MRTPO is behind GDPO on ifeval and not distinguishable from it on ifbench" in said(
+        table(("ifeval", "gap", -0.1), ("ifbench", "inconclusive: …", 0.1)))
+    assert "MRTPO is ahead of GDPO on ifeval and not distinguishable from it on ifbench" in said(
+        table(("ifeval", "gap", 0.1), ("ifbench", "inconclusive: …", -0.1)))
+    assert "MRTPO is ahead of GDPO on ifbench and behind it on ifeval" in said(table(("ifeval", "gap", -0.1), ("ifbench", "gap", 0.1)))
+    assert "beats GDPO on this model" not in said(table(("ifeval", "gap", 0.1), ("ifbench", "inconclusive: …", 0.1)))
 
 
 def test_without_the_model_installed_the_page_shows_the_untrained_scores_and_how_to_install_it(tmp_path, monkeypatch):

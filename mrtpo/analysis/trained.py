@@ -138,13 +138,19 @@ def sentence(task: str, model: str, arms: dict[str, list[Run]], table: pd.DataFr
     if mrtpo_gdpo.empty:
         words.append("Whether MRTPO beats GDPO on this model: not known, no seed has runs of both.")
     else:
-        gaps = mrtpo_gdpo[mrtpo_gdpo.verdict == "gap"]
+        gap = mrtpo_gdpo.verdict == "gap"
+        ahead = mrtpo_gdpo[gap & (mrtpo_gdpo["diff"] > 0)].benchmark.tolist()
+        behind = mrtpo_gdpo[gap & (mrtpo_gdpo["diff"] < 0)].benchmark.tolist()
+        neither = mrtpo_gdpo[~gap].benchmark.tolist()
         each = "; ".join(f"{r['benchmark']} {r['ours (95% interval)']} over {r['shared seeds']} seed(s), {r['verdict']}"
                          for _, r in mrtpo_gdpo.iterrows())
-        words.append(("Whether MRTPO beats GDPO on this model: no evidence either way" if gaps.empty else
-                      "MRTPO beats GDPO on this model" if (gaps["diff"] > 0).all() else
-                      "MRTPO is behind GDPO on this model" if (gaps["diff"] < 0).all() else
-                      "MRTPO is ahead of GDPO on one benchmark and behind on another")
+        # a winner is named per benchmark: a gap on one says nothing about another whose interval holds 0
+        parts = ([f"ahead of GDPO on {' and '.join(ahead)}"] if ahead else []) + \
+                ([f"behind {'it' if ahead else 'GDPO'} on {' and '.join(behind)}"] if behind else []) + \
+                ([f"not distinguishable from it on {' and '.join(neither)}"] if neither else [])
+        words.append(("Whether MRTPO beats GDPO on this model: no evidence either way" if not (ahead or behind) else
+                      "MRTPO beats GDPO on this model, on every benchmark" if not (behind or neither) else
+                      "MRTPO is " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]))
                      + f" (MRTPO − GDPO, prompt-level strict: {each}).")
     return " ".join(words)
 
