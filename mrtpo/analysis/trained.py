@@ -150,7 +150,7 @@ def sentence(task: str, model: str, arms: dict[str, list[Run]], table: pd.DataFr
                 ([f"not distinguishable from it on {' and '.join(neither)}"] if neither else [])
         words.append(("Whether MRTPO beats GDPO on this model: no evidence either way" if not (ahead or behind) else
                       "MRTPO beats GDPO on this model, on every benchmark" if not (behind or neither) else
-                      "MRTPO is " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]))
+                      "MRTPO is " + " and ".join(parts))
                      + f" (MRTPO − GDPO, prompt-level strict: {each}).")
     return " ".join(words)
 
