@@ -87,15 +87,16 @@ print(multiplicity.family_sentence(family))
 # arm places each reward's advantage on the tokens its verifier reads (its check region), the placement MRTPO's
 # relevance is meant to find, through MRTPO's own weights, bound and scaling; trained from the same base on the same
 # seeds, it bounds what placement buys at this scale. Per task: region − GDPO (paired t over the shared seeds, Holm
-# over the tasks: a family of its own, outside the one above), and the share of that gain MRTPO captures,
-# (MRTPO − GDPO) / (region − GDPO), with a bootstrap interval over the seeds — undefined where region − GDPO is not
-# a gap.
+# over the tasks: a family of its own, outside the one above; for a real model, on each real benchmark with the
+# adjusted p of Table 2's trained section, so one comparison has one verdict), and the share of that gain MRTPO
+# captures, (MRTPO − GDPO) / (region − GDPO), with a bootstrap interval over the seeds — undefined where
+# region − GDPO is not a gap.
 
 # %% tags=["remove-input"]
 from mrtpo.analysis import positive_control
 
 control = positive_control.positive_control(model=model)
-display(positive_control.view(control).set_index(["task", "question"]))
+display(positive_control.view(control).set_index(["task", "benchmark", "question"]))
 
 # %% [markdown]
 # The tiny policies were warmed up to read their Z blocks (see *The embedded tiny policies*), so where the

@@ -41,7 +41,7 @@ real_model = "smollm2"  # the real instruct model whose untrained scores and rew
 # %%
 from IPython.display import Markdown
 
-from mrtpo.analysis import evidence, multiplicity, power_analysis, report, trained, untrained
+from mrtpo.analysis import evidence, multiplicity, positive_control, power_analysis, report, trained, untrained
 
 plan = report.check_model(task, model)  # stops here, with the registry's clear error, when weights are absent
 table, evals, fig, arms = evidence.main_table(task, model, seeds, steps, force, methods, dial, processes)
@@ -143,6 +143,14 @@ display(scores)
 if len(real_verdicts):  # before any seed has runs of two arms there is nothing to pair
     display(real_verdicts.drop(columns=["diff", "lo", "hi"]).set_index("comparison"))
 print(real_sentence)
+
+# %% [markdown]
+# The positive control's two questions on this model (as the landing page asks them of the tiny tasks): can
+# placement help here at all (region − GDPO, with the verdict above), and the share of that gain MRTPO captures,
+# (MRTPO − GDPO) / (region − GDPO) with a bootstrap interval over the seeds, undefined where region − GDPO is not a gap.
+
+# %%
+display(positive_control.view(positive_control.positive_control((task,), real_model)).set_index(["benchmark", "question"]))
 
 # %% [markdown]
 # **Reading the page.** The paper's gains here are small (about a point) and change sign on one benchmark

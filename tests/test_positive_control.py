@@ -82,3 +82,31 @@ def test_placement_dial_reads_each_setting_from_its_own_arm_at_one_base():
     assert t["base reward"].isna().all() and "base" not in result.verdict  # no dial base: nothing confounds the dose
     blended = finished("sql", "mrtpo", region_blend=0.25)
     assert t.at[0.25, "placed seeds"] == (", ".join(str(r.seed) for r in blended) or "none")
+
+
+def test_a_real_model_is_judged_per_benchmark_with_the_trained_sections_verdict(tmp_path, monkeypatch):
+    """Run folders of a real model (written by hand): one row per benchmark, region − GDPO with the same adjusted p
+    as Table 2's trained section (one comparison, one verdict), the share from the same per-seed values."""
+    from types import SimpleNamespace
+
+    from test_trained import fake_run, scores
+
+    from mrtpo.analysis import trained
+
+    gdpo = [0.20, 0.22, 0.21, 0.23]
+    arms = {"gdpo": [fake_run(tmp_path, "gdpo", s, scores(v)) for s, v in enumerate(gdpo)],
+            "region": [fake_run(tmp_path, "region", s, scores(v + 0.10 + 0.002 * s)) for s, v in enumerate(gdpo)],
+            "mrtpo": [fake_run(tmp_path, "mrtpo", s, scores(v + 0.05 + 0.001 * (s % 2))) for s, v in enumerate(gdpo)],
+            "entropy": []}
+    monkeypatch.setattr(pc, "runner", SimpleNamespace(resolve=lambda *a, **k: SimpleNamespace(scale="real")))
+    monkeypatch.setattr(trained, "trained_arms", lambda task, model: arms)
+    table = pc.positive_control(("if",), "smollm2")
+    assert table.benchmark.tolist() == ["ifeval", "ifbench"]
+    section = trained.verdicts(arms).query("comparison == 'region − gdpo'").set_index("benchmark")
+    for row in table.to_dict("records"):
+        assert row["p (Holm)"] == pytest.approx(section.at[row["benchmark"], "p (Holm)"])
+        assert row["region − GDPO"] == pytest.approx(0.103, abs=1e-3) and row["placement helps"] == "yes: a gap"
+        assert row["share lo"] <= row["share"] <= row["share hi"]
+        assert row["share"] == pytest.approx((0.05 + 0.0005) / 0.103, abs=1e-3)
+    monkeypatch.setattr(trained, "trained_arms", lambda task, model: {**arms, "region": []})
+    assert pc.positive_control(("if",), "smollm2").iloc[0]["note"] == "no finished region runs"

@@ -7,7 +7,8 @@ bounds what placement can buy at this scale. Per task, over the seeds the three 
 
 * "can placement help here at all?": region − GDPO, the paired t interval over seeds and its p (``evidence.compare``),
   Holm-adjusted over the tasks shown (its own family, outside the book's: adding it would move every other adjusted
-  p). A gap only when the adjusted p is below 0.05;
+  p); for a real model, per real benchmark, with the adjusted p of the trained section (``trained.verdicts``), whose
+  family already holds region − GDPO. A gap only when the adjusted p is below 0.05;
 * "the share of the achievable gain MRTPO captures": ``(MRTPO − GDPO) / (region − GDPO)``, the ratio of the mean
   per-seed differences, with a percentile interval from a bootstrap over the shared seeds (each draw resamples
   the seeds jointly for both differences). Undefined where region − GDPO is not a gap: a ratio over a
@@ -24,6 +25,9 @@ import pandas as pd
 from mrtpo.analysis import significance
 from mrtpo.analysis.evidence import compare, finished, interval_text, seed_values, seeds_text
 from mrtpo.analysis.report import answer_metric
+from mrtpo.files.paths import DataNotAvailable
+from mrtpo.models.spec import ModelNotAvailable
+from mrtpo.runs import runner
 from mrtpo.runs.results import Run
 
 #: the placement dial's settings between MRTPO's relevance (0) and the check region (1): ``MRTPOConfig.region_blend``
@@ -51,52 +55,91 @@ def captured_share(gain_mrtpo: np.ndarray, gain_region: np.ndarray, n_boot: int 
 
 
 def positive_control(tasks=("sql", "tool", "if"), model: str = "tiny") -> pd.DataFrame:
-    """One row per task: the seeds region, GDPO and MRTPO share, region − GDPO (difference, paired t interval, p,
-    Holm-adjusted p over the tasks that have a test, verdict) and MRTPO's captured share with its interval, or why
-    it is undefined. Reads finished run folders only (nothing is trained)."""
-    rows = []
-    for task in tasks:
-        arms = {arm: finished(task, arm, model) for arm in ("region", "gdpo", "mrtpo")}
-        row = {"task": task, "seeds": "", "region − GDPO": math.nan, "lo": math.nan, "hi": math.nan, "p": math.nan,
-               "share": math.nan, "share lo": math.nan, "share hi": math.nan}
-        missing = [arm for arm, runs in arms.items() if not runs]
-        if missing:
-            rows.append({**row, "note": f"no finished {', '.join(missing)} runs"})
-            continue
-        metric = answer_metric(task)
-        c = compare(arms["region"], arms["gdpo"], metric)
-        values = {arm: seed_values(runs, metric) for arm, runs in arms.items()}
-        shared = sorted(set.intersection(*(set(v) for v in values.values())))
-        row.update({"seeds": seeds_text(shared), "region − GDPO": c["diff"], "lo": c["lo"], "hi": c["hi"], "p": c["p"]})
-        gain = {arm: np.array([values[arm][s] - values["gdpo"][s] for s in shared]) for arm in ("mrtpo", "region")}
-        share, lo, hi = captured_share(gain["mrtpo"], gain["region"])
-        note = "" if c["p"] == c["p"] else f"no test: the three arms share seed(s) {seeds_text(shared) or 'none'}"
-        rows.append({**row, "share": share, "share lo": lo, "share hi": hi, "note": note})
-    table = pd.DataFrame(rows)
-    tested = table["p"].notna()
-    table["p (Holm)"] = math.nan
-    if tested.any():
-        table.loc[tested, "p (Holm)"] = significance.holm(table.loc[tested, "p"].to_numpy())
+    """One row per task and benchmark its runs are judged on: the seeds region, GDPO and MRTPO share, region − GDPO
+    (difference, paired t interval, p, Holm-adjusted p, verdict) and MRTPO's captured share with its interval, or
+    why it is undefined. At the tiny scale a task is judged on its ``answer_metric`` on the synthetic test split and
+    the tasks are one family (Holm over those that have a test); at the real scale on each real benchmark's tested
+    accuracy, with region − GDPO read from the trained section's verdicts (:func:`mrtpo.analysis.trained.verdicts`)
+    and so adjusted over that section's family: the same comparison gets one verdict wherever it is shown. Reads
+    finished run folders only (nothing is trained)."""
+    table = pd.DataFrame([row for task in tasks for row in task_rows(task, model)])
+    over_tasks = table["p"].notna() & table["p (Holm)"].isna()
+    if over_tasks.any():
+        table.loc[over_tasks, "p (Holm)"] = significance.holm(table.loc[over_tasks, "p"].to_numpy())
     table["placement helps"] = [
-        ("no test" if not ok else "yes: a gap" if adj < 0.05 and d > 0 else "no: a gap the other way" if adj < 0.05
+        ("no test" if p != p else "yes: a gap" if adj < 0.05 and d > 0 else "no: a gap the other way" if adj < 0.05
          else "not distinguishable at this power")
-        for ok, adj, d in zip(tested, table["p (Holm)"], table["region − GDPO"])]
+        for p, adj, d in zip(table["p"], table["p (Holm)"], table["region − GDPO"])]
     defined = table["placement helps"].eq("yes: a gap")
     table.loc[~defined, "note"] = [n or "share undefined: region − GDPO is not a gap" for n in table.loc[~defined, "note"]]
     return table
 
 
+def task_rows(task: str, model: str) -> list[dict]:
+    """:func:`tiny_rows` or :func:`real_rows` by the scale ``model`` runs ``task`` at; one row saying what is missing
+    where the model or the benchmark files are not on this machine (a run's identity holds their content)."""
+    try:
+        real = runner.resolve(task, "gdpo", model).scale != "tiny"
+        return real_rows(task, model) if real else tiny_rows(task, model)
+    except (ModelNotAvailable, DataNotAvailable) as exc:
+        return [{**empty_row(task, ""), "note": f"no run can be looked up here: {exc}"}]
+
+
+def empty_row(task: str, benchmark: str) -> dict:
+    return {"task": task, "benchmark": benchmark, "seeds": "", "region − GDPO": math.nan, "lo": math.nan,
+            "hi": math.nan, "p": math.nan, "p (Holm)": math.nan, "share": math.nan, "share lo": math.nan,
+            "share hi": math.nan, "note": ""}
+
+
+def share_of(arms: dict[str, list[Run]], *judged) -> dict:
+    """The seeds the three arms share on ``judged`` (``seed_values``' metric, benchmark, decoding) and
+    :func:`captured_share` of the per-seed gains over GDPO on them."""
+    values = {arm: seed_values(runs, *judged) for arm, runs in arms.items()}
+    shared = sorted(set.intersection(*(set(v) for v in values.values())))
+    gain = {arm: np.array([values[arm][s] - values["gdpo"][s] for s in shared]) for arm in ("mrtpo", "region")}
+    share, lo, hi = captured_share(gain["mrtpo"], gain["region"])
+    return {"seeds": seeds_text(shared), "share": share, "share lo": lo, "share hi": hi,
+            "note": "" if len(shared) >= 2 else f"no test: the three arms share seed(s) {seeds_text(shared) or 'none'}"}
+
+
+def tiny_rows(task: str, model: str) -> list[dict]:
+    """The task's one row at the tiny scale: region − GDPO on ``answer_metric`` (``evidence.compare``), no
+    adjusted p yet (the tasks are corrected together)."""
+    arms = {arm: finished(task, arm, model) for arm in ("region", "gdpo", "mrtpo")}
+    row = empty_row(task, "synthetic_test")
+    if missing := [arm for arm, runs in arms.items() if not runs]:
+        return [{**row, "note": f"no finished {', '.join(missing)} runs"}]
+    metric = answer_metric(task)
+    c = compare(arms["region"], arms["gdpo"], metric)
+    return [{**row, **share_of(arms, metric), "region − GDPO": c["diff"], "lo": c["lo"], "hi": c["hi"], "p": c["p"]}]
+
+
+def real_rows(task: str, model: str) -> list[dict]:
+    """One row per real benchmark the task's runs of ``model`` were evaluated on: region − GDPO as the trained
+    section tests it (prompt-level strict, greedy; its Holm-adjusted p over that section's tests)."""
+    from mrtpo.analysis import trained
+
+    arms = trained.trained_arms(task, model)
+    placed = {arm: arms[arm] for arm in ("region", "gdpo", "mrtpo")}
+    if missing := [arm for arm, runs in placed.items() if not runs]:
+        return [{**empty_row(task, ""), "note": f"no finished {', '.join(missing)} runs"}]
+    tested = trained.verdicts(arms).query("comparison == 'region − gdpo'")
+    return [{**empty_row(task, t["benchmark"]), **share_of(placed, trained.ACCURACIES[0], t["benchmark"], trained.DECODING),
+             "region − GDPO": t["diff"], "lo": t["lo"], "hi": t["hi"], "p": t["p (paired t)"], "p (Holm)": t["p (Holm)"]}
+            for t in tested.to_dict("records")]
+
+
 def view(table: pd.DataFrame) -> pd.DataFrame:
-    """The landing page's two rows per task: the question, the answer with its interval, the verdict."""
+    """The landing page's two rows per task and benchmark: the question, the answer with its interval, the verdict."""
     out = []
     for r in table.to_dict("records"):
         helps = (interval_text(r["region − GDPO"], r["lo"], r["hi"]) + f" over seeds {r['seeds']}; p {r['p']:.4f}, "
                  f"Holm-adjusted {r['p (Holm)']:.4f}" if r["p"] == r["p"] else r["note"] or "no test (one shared seed)")
         share = (interval_text(r["share"], r["share lo"], r["share hi"], 2, sign="") + " (bootstrap over seeds)"
                  if r["placement helps"] == "yes: a gap" else r["note"] or "undefined")
-        out.append({"task": r["task"], "question": "can placement help here at all? (region − GDPO)", "answer": helps,
-                    "verdict": r["placement helps"]})
-        out.append({"task": r["task"], "question": "share of the achievable gain MRTPO captures, "
+        out.append({"task": r["task"], "benchmark": r["benchmark"], "question": "can placement help here at all? "
+                    "(region − GDPO)", "answer": helps, "verdict": r["placement helps"]})
+        out.append({"task": r["task"], "benchmark": r["benchmark"], "question": "share of the achievable gain MRTPO captures, "
                     "(MRTPO − GDPO) / (region − GDPO)", "answer": share, "verdict": ""})
     return pd.DataFrame(out)
 
