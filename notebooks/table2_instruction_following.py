@@ -150,7 +150,8 @@ print(real_sentence)
 # (MRTPO − GDPO) / (region − GDPO) with a bootstrap interval over the seeds, undefined where region − GDPO is not a gap.
 
 # %%
-display(positive_control.view(positive_control.positive_control((task,), real_model)).set_index(["benchmark", "question"]))
+display(positive_control.view(positive_control.positive_control((task,), real_model)).drop(columns="task")
+        .set_index(["benchmark", "question"]))
 
 # %% [markdown]
 # **Reading the page.** The paper's gains here are small (about a point) and change sign on one benchmark
