@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from mrtpo.analysis import significance
+from mrtpo.analysis import significance, trained
 from mrtpo.analysis.evidence import compare, finished, interval_text, seed_values, seeds_text
 from mrtpo.analysis.report import answer_metric
 from mrtpo.files.paths import DataNotAvailable
@@ -86,6 +86,7 @@ def task_rows(task: str, model: str) -> list[dict]:
 
 
 def empty_row(task: str, benchmark: str) -> dict:
+    """A row of :func:`positive_control` with nothing measured yet (NaN numbers, no seeds, no note)."""
     return {"task": task, "benchmark": benchmark, "seeds": "", "region − GDPO": math.nan, "lo": math.nan,
             "hi": math.nan, "p": math.nan, "p (Holm)": math.nan, "share": math.nan, "share lo": math.nan,
             "share hi": math.nan, "note": ""}
@@ -117,8 +118,6 @@ def tiny_rows(task: str, model: str) -> list[dict]:
 def real_rows(task: str, model: str) -> list[dict]:
     """One row per real benchmark the task's runs of ``model`` were evaluated on: region − GDPO as the trained
     section tests it (prompt-level strict, greedy; its Holm-adjusted p over that section's tests)."""
-    from mrtpo.analysis import trained
-
     arms = trained.trained_arms(task, model)
     placed = {arm: arms[arm] for arm in ("region", "gdpo", "mrtpo")}
     if missing := [arm for arm, runs in placed.items() if not runs]:
